@@ -1,0 +1,1 @@
+"""queuelog: a persistent background-job queue served as a GraphQL API."""

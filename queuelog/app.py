@@ -1,0 +1,195 @@
+"""The Starlette application: GraphQL over HTTP and WebSocket at /graphql, GraphiQL, health,
+the request-body limit, authentication, and the background tasks of the lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
+
+from queuelog.auth.backend import ApiKeyBackend, InvalidKey, Principal, bearer
+from queuelog.auth.keys import KeyStore
+from queuelog.config import Settings
+from queuelog.events.feed import EventFeed
+from queuelog.resolvers.context import Context
+from queuelog.schema.schema import build_schema
+from queuelog.service.jobs import JobService
+from queuelog.service.maintenance import maintenance_loop
+from queuelog.storage.db import Database
+from queuelog.storage.migrate import migrate
+
+
+@dataclass(slots=True)
+class Services:
+    settings: Settings
+    db: Database
+    service: JobService
+    keys: KeyStore
+    feed: EventFeed
+
+
+def open_services(settings: Settings) -> Services:
+    db = Database(
+        settings.database_url,
+        sqlite_synchronous=settings.sqlite_synchronous,
+        busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+        pool_size=settings.pool_size,
+    )
+    return Services(
+        settings=settings,
+        db=db,
+        service=JobService(db, settings),
+        keys=KeyStore(db, settings.job_types),
+        feed=EventFeed(db),
+    )
+
+
+class QueuelogGraphQL(GraphQL[Context, None]):
+    def __init__(self, services: Services, **kwargs: Any) -> None:
+        super().__init__(build_schema(), **kwargs)
+        self.services = services
+
+    async def get_context(
+        self, request: Request | WebSocket, response: Response | WebSocket | None
+    ) -> Context:
+        user = request.scope.get("user")
+        s = self.services
+        return Context(
+            request=request,
+            response=response if isinstance(response, Response) else None,
+            service=s.service,
+            keys=s.keys,
+            feed=s.feed,
+            actor=user.actor if isinstance(user, Principal) else None,
+        )
+
+    async def on_ws_connect(self, context: Context) -> dict[str, object] | None:
+        """The key travels in connection_init: `{"authorization": "Bearer …"}`."""
+        params = context.connection_params or {}
+        header = params.get("authorization") or params.get("Authorization")
+        try:
+            token = bearer(header if isinstance(header, str) else None)
+        except InvalidKey as exc:
+            raise ConnectionRejectionError({"message": str(exc)}) from None
+        key = None if token is None else await self.services.keys.verify(token)
+        if key is None:
+            raise ConnectionRejectionError({"message": "a live API key is required"})
+        context.actor = key.actor()
+        return None
+
+
+class BodyLimit:
+    """Refuse request bodies over `max_bytes` with 413 before anything parses them."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length" and (
+                not value.isdigit() or int(value) > self.max_bytes
+            ):
+                await _too_large(self.max_bytes)(scope, receive, send)
+                return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _BodyTooLarge:
+            await _too_large(self.max_bytes)(scope, receive, send)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def _too_large(limit: int) -> Response:
+    return JSONResponse(
+        {"errors": [{"message": f"request body over {limit} bytes",
+                     "extensions": {"code": "PAYLOAD_TOO_LARGE"}}]},
+        status_code=413,
+    )
+
+
+def _auth_error(conn: HTTPConnection, exc: Exception) -> Response:
+    return JSONResponse(
+        {"errors": [{"message": str(exc), "extensions": {"code": "UNAUTHENTICATED"}}]},
+        status_code=401,
+        headers={"WWW-Authenticate": 'Bearer realm="queuelog"'},
+    )
+
+
+async def _health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+def create_app(settings: Settings | None = None, services: Services | None = None) -> Starlette:
+    settings = settings or Settings()
+    s = services or open_services(settings)
+    graphql = QueuelogGraphQL(
+        s,
+        graphql_ide="graphiql" if settings.graphiql else None,
+        keep_alive=True,
+        keep_alive_interval=15,
+        max_subscriptions_per_connection=50,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await asyncio.to_thread(migrate, s.db)
+        await s.feed.start()
+        loop = asyncio.create_task(
+            maintenance_loop(s.service, settings.maintenance_interval_seconds),
+            name="queuelog-maintenance",
+        )
+        try:
+            yield
+        finally:
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+            await s.feed.stop()
+            s.db.close()
+
+    app = Starlette(
+        routes=[
+            Route("/healthz", _health),
+            Route("/graphql", graphql, methods=["GET", "POST"]),
+            WebSocketRoute("/graphql", graphql),
+        ],
+        middleware=[
+            Middleware(BodyLimit, max_bytes=settings.request_max_bytes),
+            Middleware(
+                AuthenticationMiddleware, backend=ApiKeyBackend(s.keys), on_error=_auth_error
+            ),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.services = s
+    return app

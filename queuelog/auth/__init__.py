@@ -1,0 +1,1 @@
+"""API keys, the Principal, and the permission rules of the GraphQL fields."""

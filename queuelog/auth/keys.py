@@ -1,0 +1,99 @@
+"""API keys: random secrets shown once, stored only as SHA-256 hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import orjson
+from sqlalchemy.exc import IntegrityError
+
+from queuelog.service import errors
+from queuelog.service.models import ApiKey, Priority, Role
+from queuelog.storage import keys as keys_sql
+from queuelog.storage.db import Database
+
+PREFIX = "ql_"
+NAME_MAX = 128
+
+
+def generate_secret() -> str:
+    return PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _check_name(name: str) -> str:
+    if not 1 <= len(name) <= NAME_MAX or not name.isprintable() or name != name.strip():
+        raise errors.ValidationFailed(
+            f"name must be 1 to {NAME_MAX} printable characters without surrounding spaces",
+            ["input", "name"],
+        )
+    return name
+
+
+class KeyStore:
+    def __init__(self, db: Database, job_types: Sequence[str]) -> None:
+        self.db = db
+        self.job_types = tuple(job_types)
+
+    async def verify(self, secret: str) -> ApiKey | None:
+        """The live key whose secret this is, or None."""
+        if not secret.startswith(PREFIX) or len(secret) > 256:
+            return None
+        digest = hash_secret(secret)
+        row = await self.db.read(keys_sql.by_hash, digest)
+        if row is None or not hmac.compare_digest(row.secret_hash, digest):
+            return None
+        if row.revoked_at is not None:
+            return None
+        return ApiKey.from_row(row)
+
+    async def create(
+        self,
+        name: str,
+        role: Role,
+        allowed_types: Sequence[str] | None = None,
+        max_priority: Priority = Priority.MEDIUM,
+        secret: str | None = None,
+    ) -> tuple[ApiKey, str]:
+        """Create a key; returns it with its secret, which is never stored nor shown again."""
+        _check_name(name)
+        if allowed_types is not None:
+            unknown = [t for t in allowed_types if t not in self.job_types]
+            if unknown:
+                raise errors.JobTypeNotAllowed(
+                    f"not configured job types: {', '.join(unknown)}",
+                    ["input", "allowedTypes"],
+                )
+            allowed_types = tuple(dict.fromkeys(allowed_types))
+        secret = secret or generate_secret()
+        values = {
+            "name": name,
+            "role": role.value,
+            "allowed_types": None if allowed_types is None else orjson.dumps(allowed_types).decode(),
+            "max_priority": int(max_priority),
+            "secret_hash": hash_secret(secret),
+            "created_at": datetime.now(UTC),
+        }
+        try:
+            row = await self.db.write(keys_sql.insert, values)
+        except IntegrityError:
+            row = None
+        if row is None:
+            raise errors.NameTaken(f"an API key named {name!r} exists already", ["input", "name"])
+        return ApiKey.from_row(row), secret
+
+    async def list(self) -> list[ApiKey]:
+        return [ApiKey.from_row(r) for r in await self.db.read(keys_sql.all_keys)]
+
+    async def revoke(self, name: str) -> bool:
+        return await self.db.write(keys_sql.revoke, name, datetime.now(UTC))
+
+    async def count(self) -> int:
+        return await self.db.read(keys_sql.count)

@@ -1,0 +1,48 @@
+"""Strawberry permission classes: who may call which field."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from graphql import GraphQLError
+from strawberry.permission import BasePermission
+
+from queuelog.service.models import Role
+
+UNAUTHENTICATED_MESSAGE = "authentication required: send 'Authorization: Bearer <api key>'"
+
+
+def unauthenticated(message: str = UNAUTHENTICATED_MESSAGE) -> GraphQLError:
+    return GraphQLError(message, extensions={"code": "UNAUTHENTICATED"})
+
+
+def forbidden(message: str) -> GraphQLError:
+    return GraphQLError(message, extensions={"code": "FORBIDDEN"})
+
+
+class Authenticated(BasePermission):
+    """Any live key; subclasses narrow the roles (admins may always)."""
+
+    roles: ClassVar[tuple[Role, ...]] = ()
+    message = "authentication required"
+
+    def has_permission(self, source: Any, info: Any, **kwargs: Any) -> bool:
+        actor = info.context.actor
+        if actor is None:
+            raise unauthenticated()
+        if self.roles and actor.role is not Role.ADMIN and actor.role not in self.roles:
+            allowed = " or ".join(r.value for r in (*self.roles, Role.ADMIN))
+            raise forbidden(f"this needs a {allowed} key; yours is a {actor.role.value} key")
+        return True
+
+
+class ProducerOrAdmin(Authenticated):
+    roles = (Role.PRODUCER,)
+
+
+class WorkerOrAdmin(Authenticated):
+    roles = (Role.WORKER,)
+
+
+class AdminOnly(Authenticated):
+    roles = (Role.ADMIN,)

@@ -1,0 +1,164 @@
+"""The `queuelog` command: serve, keys, migrate, prune, export-schema."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from queuelog.app import Services, create_app, open_services
+from queuelog.config import Settings
+from queuelog.service.errors import DomainError
+from queuelog.service.models import Priority, Role
+from queuelog.service.retention import prune
+from queuelog.storage.migrate import migrate
+
+ADMIN_NAME = "admin"
+
+
+def _services() -> Services:
+    s = open_services(Settings())
+    migrate(s.db)
+    return s
+
+
+def _ensure_admin(s: Services) -> None:
+    """On a database with no API key at all, create an admin key and print its secret once."""
+
+    async def run() -> str | None:
+        if await s.keys.count():
+            return None
+        _key, secret = await s.keys.create(
+            ADMIN_NAME, Role.ADMIN, None, Priority.CRITICAL, secret=s.settings.admin_key
+        )
+        return secret
+
+    secret = asyncio.run(run())
+    if secret is not None:
+        print(f"Created the admin API key {ADMIN_NAME!r}. Its secret, shown this once:")
+        print(f"  {secret}" if s.settings.admin_key is None else "  (QUEUELOG_ADMIN_KEY)")
+        print("Send it as 'Authorization: Bearer <secret>'.", flush=True)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    settings = Settings()
+    s = _services()
+    _ensure_admin(s)
+    s.db.close()
+    app = create_app(settings)
+    print(f"queuelog on http://{args.host}:{args.port}/graphql", flush=True)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        ws_max_size=settings.request_max_bytes,
+        timeout_graceful_shutdown=10,
+    )
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    _services().db.close()
+    print("schema is up to date")
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    s = _services()
+    try:
+        if args.keys_cmd == "create":
+            types = None if args.types is None else [t for t in args.types.split(",") if t]
+            try:
+                key, secret = asyncio.run(
+                    s.keys.create(args.name, Role(args.role), types, Priority[args.max_priority.upper()])
+                )
+            except DomainError as exc:
+                print(f"error: {exc.message}", file=sys.stderr)
+                return 1
+            print(f"created {key.role.value} key {key.name!r}; its secret, shown this once:")
+            print(secret)
+        elif args.keys_cmd == "list":
+            for k in asyncio.run(s.keys.list()):
+                types = "*" if k.allowed_types is None else ",".join(k.allowed_types)
+                state = "revoked" if k.revoked_at else "live"
+                print(f"{k.name}\t{k.role.value}\t{types}\t{k.max_priority.name.lower()}\t{state}")
+        elif args.keys_cmd == "revoke":
+            if not asyncio.run(s.keys.revoke(args.name)):
+                print(f"error: no live key named {args.name!r}", file=sys.stderr)
+                return 1
+            print(f"revoked {args.name!r}")
+    finally:
+        s.db.close()
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    s = _services()
+    try:
+        counts = asyncio.run(prune(s.service, dry_run=args.dry_run))
+    finally:
+        s.db.close()
+    verb = "would delete" if args.dry_run else "deleted"
+    for status, n in counts.items():
+        print(f"{verb} {n} {status} job(s)")
+    return 0
+
+
+def cmd_export_schema(args: argparse.Namespace) -> int:
+    from queuelog.schema.schema import build_schema
+
+    sys.stdout.write(build_schema().as_str() + "\n")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="queuelog", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    serve = sub.add_parser("serve", help="run the GraphQL server")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(fn=cmd_serve)
+
+    sub.add_parser("migrate", help="create or upgrade the schema").set_defaults(fn=cmd_migrate)
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys.add_subparsers(dest="keys_cmd", required=True)
+    create = keys_sub.add_parser("create", help="create a key and print its secret once")
+    create.add_argument("--name", required=True)
+    create.add_argument("--role", required=True, choices=[r.value for r in Role])
+    create.add_argument("--types", help="comma-separated job types (default: all)")
+    create.add_argument(
+        "--max-priority", default="medium", choices=[p.name.lower() for p in Priority]
+    )
+    keys_sub.add_parser("list", help="list keys (never their secrets)")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key at once")
+    revoke.add_argument("name")
+    keys.set_defaults(fn=cmd_keys)
+
+    pr = sub.add_parser("prune", help="delete finished jobs past their retention")
+    pr.add_argument("--dry-run", action="store_true")
+    pr.set_defaults(fn=cmd_prune)
+
+    sub.add_parser("export-schema", help="print the GraphQL SDL").set_defaults(
+        fn=cmd_export_schema
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except ValueError as exc:  # bad configuration, e.g. an unknown URL scheme
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Settings from QUEUELOG_* environment variables and an optional TOML file."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class TypeDefaults(BaseModel):
+    """Per-job-type defaults, read from `[types.<name>]` tables of the TOML file."""
+
+    model_config = {"extra": "forbid"}
+
+    lease_seconds: int | None = Field(default=None, ge=1, le=86_400)
+    backoff_base_seconds: float | None = Field(default=None, ge=0)
+    backoff_max_seconds: float | None = Field(default=None, ge=0)
+
+
+@dataclass(frozen=True, slots=True)
+class JobTypeConfig:
+    name: str
+    lease_seconds: int
+    backoff_base_seconds: float
+    backoff_max_seconds: float
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="QUEUELOG_", extra="ignore")
+
+    database_url: str = "sqlite:///./queuelog.db"
+    job_types: Annotated[tuple[str, ...], NoDecode] = ("email", "pdf", "sync")
+    config: Path | None = None
+    admin_key: str | None = None
+
+    sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    sqlite_busy_timeout_ms: int = Field(default=5_000, ge=0)
+    pool_size: int = Field(default=8, ge=1, le=64)
+
+    payload_max_bytes: int = Field(default=65_536, ge=1)
+    request_max_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    error_max_chars: int = Field(default=2_000, ge=64)
+    default_lease_seconds: int = Field(default=300, ge=1, le=86_400)
+    max_lease_seconds: int = Field(default=86_400, ge=1)
+    backoff_base_seconds: float = Field(default=1.0, ge=0)
+    backoff_max_seconds: float = Field(default=3_600.0, ge=0)
+    schedule_horizon_days: int = Field(default=365, ge=1)
+
+    retention_completed_days: float = Field(default=7.0, ge=0)
+    retention_failed_days: float = Field(default=30.0, ge=0)
+    prune_batch_size: int = Field(default=1_000, ge=1)
+    maintenance_interval_seconds: float = Field(default=5.0, gt=0)
+
+    graphiql: bool = True
+    introspection: bool = True
+
+    @field_validator("job_types", mode="before")
+    @classmethod
+    def _split_types(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(t.strip() for t in value.split(",") if t.strip())
+        return value
+
+    @field_validator("job_types")
+    @classmethod
+    def _check_types(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("at least one job type must be configured")
+        for name in value:
+            if not name.isprintable() or len(name) > 64 or " " in name:
+                raise ValueError(f"invalid job type name {name!r}")
+        return value
+
+    def type_configs(self) -> dict[str, JobTypeConfig]:
+        """The configured job types with their defaults, the TOML file's overriding the server's."""
+        overrides: dict[str, TypeDefaults] = {}
+        if self.config is not None:
+            raw = tomllib.loads(self.config.read_text())
+            for name, table in raw.get("types", {}).items():
+                if name not in self.job_types:
+                    raise ValueError(
+                        f"{self.config}: [types.{name}] is not a configured job type "
+                        f"(QUEUELOG_JOB_TYPES={','.join(self.job_types)})"
+                    )
+                overrides[name] = TypeDefaults.model_validate(table)
+        configs = {}
+        for name in self.job_types:
+            o = overrides.get(name, TypeDefaults())
+            configs[name] = JobTypeConfig(
+                name=name,
+                lease_seconds=o.lease_seconds or self.default_lease_seconds,
+                backoff_base_seconds=(
+                    self.backoff_base_seconds
+                    if o.backoff_base_seconds is None
+                    else o.backoff_base_seconds
+                ),
+                backoff_max_seconds=(
+                    self.backoff_max_seconds
+                    if o.backoff_max_seconds is None
+                    else o.backoff_max_seconds
+                ),
+            )
+        return configs

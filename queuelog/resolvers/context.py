@@ -1,0 +1,40 @@
+"""The typed per-request context, and the top-level errors resolvers raise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from graphql import GraphQLError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.websockets import WebSocket
+
+from queuelog.auth.keys import KeyStore
+from queuelog.auth.permissions import unauthenticated
+from queuelog.events.feed import EventFeed
+from queuelog.service.jobs import JobService
+from queuelog.service.models import Actor
+
+
+def bad_input(message: str, field: list[str] | None = None) -> GraphQLError:
+    extensions: dict[str, Any] = {"code": "BAD_USER_INPUT"}
+    if field:
+        extensions["field"] = field
+    return GraphQLError(message, extensions=extensions)
+
+
+@dataclass(slots=True)
+class Context:
+    request: Request | WebSocket
+    response: Response | None
+    service: JobService
+    keys: KeyStore
+    feed: EventFeed
+    actor: Actor | None = None
+    connection_params: dict[str, Any] | None = None
+
+    def require_actor(self) -> Actor:
+        if self.actor is None:
+            raise unauthenticated()
+        return self.actor

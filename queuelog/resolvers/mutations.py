@@ -1,0 +1,144 @@
+"""Mutation resolvers: expected failures become `userErrors`, never top-level errors."""
+
+from __future__ import annotations
+
+import strawberry
+from strawberry.scalars import JSON
+
+from queuelog.resolvers.context import Context
+from queuelog.resolvers.queries import parse_id
+from queuelog.schema.types import (
+    ApiKey,
+    ClaimJobPayload,
+    ClaimJobsPayload,
+    CreateApiKeyInput,
+    CreateApiKeyPayload,
+    EnqueueJobInput,
+    EnqueueJobPayload,
+    EnqueueJobsPayload,
+    FailJobPayload,
+    Job,
+    JobPayload,
+    UserError,
+)
+from queuelog.service.errors import DomainError, NotFound
+from queuelog.service.models import Priority
+
+Info = strawberry.Info[Context, None]
+
+
+def _job_id(id: strawberry.ID) -> int:
+    job_id = parse_id(id)
+    if job_id is None:
+        raise NotFound(f"no job {id}", ["id"])
+    return job_id
+
+
+async def enqueue_job(info: Info, input: EnqueueJobInput) -> EnqueueJobPayload:
+    ctx, actor = info.context, info.context.require_actor()
+    try:
+        job, created = await ctx.service.enqueue(actor, input.request())
+    except DomainError as exc:
+        return EnqueueJobPayload(user_errors=[UserError.of(exc)])
+    return EnqueueJobPayload(job=Job.of(job, actor), created=created)
+
+
+async def enqueue_jobs(info: Info, inputs: list[EnqueueJobInput]) -> EnqueueJobsPayload:
+    ctx, actor = info.context, info.context.require_actor()
+    try:
+        jobs = await ctx.service.enqueue_many(actor, [i.request() for i in inputs])
+    except DomainError as exc:
+        return EnqueueJobsPayload(user_errors=[UserError.of(exc)])
+    return EnqueueJobsPayload(jobs=[Job.of(j, actor) for j in jobs])
+
+
+async def claim_job(
+    info: Info, types: list[str] | None = None, lease_seconds: int | None = None
+) -> ClaimJobPayload:
+    ctx, actor = info.context, info.context.require_actor()
+    try:
+        jobs = await ctx.service.claim(actor, types, lease_seconds, 1)
+    except DomainError as exc:
+        return ClaimJobPayload(user_errors=[UserError.of(exc)])
+    return ClaimJobPayload(job=Job.of(jobs[0], actor) if jobs else None)
+
+
+async def claim_jobs(
+    info: Info, limit: int, types: list[str] | None = None, lease_seconds: int | None = None
+) -> ClaimJobsPayload:
+    ctx, actor = info.context, info.context.require_actor()
+    try:
+        jobs = await ctx.service.claim(actor, types, lease_seconds, limit)
+    except DomainError as exc:
+        return ClaimJobsPayload(user_errors=[UserError.of(exc)])
+    return ClaimJobsPayload(jobs=[Job.of(j, actor) for j in jobs])
+
+
+def _refused(exc: DomainError, info: Info) -> JobPayload:
+    job = None if exc.job is None else Job.of(exc.job, info.context.require_actor())
+    return JobPayload(job=job, user_errors=[UserError.of(exc)])
+
+
+async def heartbeat_job(
+    info: Info, id: strawberry.ID, lease_seconds: int | None = None
+) -> JobPayload:
+    ctx, actor = info.context, info.context.require_actor()
+    try:
+        job = await ctx.service.heartbeat(actor, _job_id(id), lease_seconds)
+    except DomainError as exc:
+        return _refused(exc, info)
+    return JobPayload(job=Job.of(job, actor))
+
+
+async def complete_job(info: Info, id: strawberry.ID, result: JSON | None = None) -> JobPayload:
+    ctx, actor = info.context, info.context.require_actor()
+    try:
+        job = await ctx.service.complete(actor, _job_id(id), result)
+    except DomainError as exc:
+        return _refused(exc, info)
+    return JobPayload(job=Job.of(job, actor))
+
+
+async def fail_job(
+    info: Info, id: strawberry.ID, error: str, retryable: bool | None = True
+) -> FailJobPayload:
+    ctx, actor = info.context, info.context.require_actor()
+    try:
+        job, will_retry = await ctx.service.fail(actor, _job_id(id), error, retryable is not False)
+    except DomainError as exc:
+        refused = _refused(exc, info)
+        return FailJobPayload(job=refused.job, user_errors=refused.user_errors)
+    return FailJobPayload(job=Job.of(job, actor), will_retry=will_retry)
+
+
+async def cancel_job(info: Info, id: strawberry.ID) -> JobPayload:
+    ctx, actor = info.context, info.context.require_actor()
+    try:
+        job = await ctx.service.cancel(actor, _job_id(id))
+    except DomainError as exc:
+        return _refused(exc, info)
+    return JobPayload(job=Job.of(job, actor))
+
+
+async def retry_job(info: Info, id: strawberry.ID) -> JobPayload:
+    ctx, actor = info.context, info.context.require_actor()
+    try:
+        job = await ctx.service.retry(actor, _job_id(id))
+    except DomainError as exc:
+        return _refused(exc, info)
+    return JobPayload(job=Job.of(job, actor))
+
+
+async def create_api_key(info: Info, input: CreateApiKeyInput) -> CreateApiKeyPayload:
+    allowed = None if input.allowed_types in (None, strawberry.UNSET) else input.allowed_types
+    try:
+        key, secret = await info.context.keys.create(
+            input.name, input.role, allowed, input.max_priority or Priority.MEDIUM
+        )
+    except DomainError as exc:
+        return CreateApiKeyPayload(user_errors=[UserError.of(exc)])
+    return CreateApiKeyPayload(api_key=ApiKey.of(key), secret=secret)
+
+
+async def revoke_api_key(info: Info, name: str) -> bool:
+    return await info.context.keys.revoke(name)

@@ -1,0 +1,79 @@
+"""Query resolvers."""
+
+from __future__ import annotations
+
+import strawberry
+
+from queuelog.resolvers.context import Context, bad_input
+from queuelog.schema.types import (
+    ApiKey,
+    Job,
+    JobConnection,
+    JobEdge,
+    JobStatus,
+    PageInfo,
+    QueueStats,
+    Viewer,
+)
+from queuelog.service.errors import ValidationFailed
+from queuelog.service.models import Priority
+
+Info = strawberry.Info[Context, None]
+
+
+def parse_id(value: str) -> int | None:
+    """A job id as the API shows it (a decimal string), or None when it cannot be one."""
+    return int(value) if value.isdigit() and len(value) <= 18 else None
+
+
+def viewer(info: Info) -> Viewer:
+    actor = info.context.require_actor()
+    return Viewer(
+        name=actor.name,
+        role=actor.role,
+        allowed_types=None if actor.allowed_types is None else list(actor.allowed_types),
+        max_priority=Priority.CRITICAL if actor.is_admin else actor.max_priority,
+    )
+
+
+async def job(info: Info, id: strawberry.ID) -> Job | None:
+    actor = info.context.require_actor()
+    job_id = parse_id(id)
+    if job_id is None:
+        return None
+    found = await info.context.service.get(actor, job_id)
+    return None if found is None else Job.of(found, actor)
+
+
+async def jobs(
+    info: Info,
+    status: JobStatus | None = None,
+    type: str | None = None,
+    first: int | None = 50,
+    after: str | None = None,
+) -> JobConnection:
+    actor = info.context.require_actor()
+    try:
+        page = await info.context.service.page(
+            actor, status=status, job_type=type, first=50 if first is None else first, after=after
+        )
+    except ValidationFailed as exc:
+        raise bad_input(exc.message, exc.field) from None
+    nodes = [Job.of(j, actor) for j in page.jobs]
+    return JobConnection(
+        edges=[JobEdge(cursor=str(n.id), node=n) for n in nodes],
+        nodes=nodes,
+        page_info=PageInfo(
+            has_next_page=page.has_next, end_cursor=str(nodes[-1].id) if nodes else None
+        ),
+        total_count=page.total,
+    )
+
+
+async def queue_stats(info: Info, type: str | None = None) -> QueueStats:
+    actor = info.context.require_actor()
+    return QueueStats(**await info.context.service.counts(actor, type))
+
+
+async def api_keys(info: Info) -> list[ApiKey]:
+    return [ApiKey.of(k) for k in await info.context.keys.list()]

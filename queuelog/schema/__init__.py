@@ -1,0 +1,1 @@
+"""Strawberry types and the assembled Schema."""

@@ -1,0 +1,135 @@
+"""Assembles the Schema: the contract's root types over the resolvers, plus its extensions.
+
+Extensions are passed as instances built once: graphql-core's validation dominates a cheap
+request, and `ParserCache` + `ValidationCache` only help if the validation rules are not
+rebuilt per request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.extensions import MaskErrors, ParserCache, ValidationCache
+
+from queuelog.auth.permissions import AdminOnly, Authenticated, ProducerOrAdmin, WorkerOrAdmin
+from queuelog.resolvers import mutations, queries, subscriptions
+from queuelog.schema.types import (
+    ApiKey,
+    ClaimJobPayload,
+    ClaimJobsPayload,
+    CreateApiKeyPayload,
+    EnqueueJobPayload,
+    EnqueueJobsPayload,
+    FailJobPayload,
+    Job,
+    JobConnection,
+    JobEvent,
+    JobPayload,
+    QueueStats,
+    Viewer,
+)
+
+log = logging.getLogger("queuelog.errors")
+
+
+@strawberry.type
+class Query:
+    viewer: Viewer = strawberry.field(
+        resolver=queries.viewer,
+        permission_classes=[Authenticated],
+        description="The caller's identity. Errors with UNAUTHENTICATED when there is none.",
+    )
+    job: Job | None = strawberry.field(
+        resolver=queries.job,
+        permission_classes=[Authenticated],
+        description="Null when the job does not exist or the viewer may not see it.",
+    )
+    jobs: JobConnection = strawberry.field(
+        resolver=queries.jobs,
+        permission_classes=[Authenticated],
+        description="Newest first. `first` must be between 1 and 100.",
+    )
+    queue_stats: QueueStats = strawberry.field(
+        resolver=queries.queue_stats,
+        permission_classes=[Authenticated],
+        description="Counts over the jobs the viewer may see.",
+    )
+    api_keys: list[ApiKey] = strawberry.field(
+        resolver=queries.api_keys, permission_classes=[AdminOnly], description="Admin only."
+    )
+
+
+@strawberry.type
+class Mutation:
+    enqueue_job: EnqueueJobPayload = strawberry.mutation(
+        resolver=mutations.enqueue_job, permission_classes=[ProducerOrAdmin]
+    )
+    enqueue_jobs: EnqueueJobsPayload = strawberry.mutation(
+        resolver=mutations.enqueue_jobs, permission_classes=[ProducerOrAdmin]
+    )
+    claim_job: ClaimJobPayload = strawberry.mutation(
+        resolver=mutations.claim_job, permission_classes=[WorkerOrAdmin]
+    )
+    claim_jobs: ClaimJobsPayload = strawberry.mutation(
+        resolver=mutations.claim_jobs, permission_classes=[WorkerOrAdmin]
+    )
+    heartbeat_job: JobPayload = strawberry.mutation(
+        resolver=mutations.heartbeat_job, permission_classes=[WorkerOrAdmin]
+    )
+    complete_job: JobPayload = strawberry.mutation(
+        resolver=mutations.complete_job, permission_classes=[WorkerOrAdmin]
+    )
+    fail_job: FailJobPayload = strawberry.mutation(
+        resolver=mutations.fail_job, permission_classes=[WorkerOrAdmin]
+    )
+    cancel_job: JobPayload = strawberry.mutation(
+        resolver=mutations.cancel_job, permission_classes=[ProducerOrAdmin]
+    )
+    retry_job: JobPayload = strawberry.mutation(
+        resolver=mutations.retry_job, permission_classes=[AdminOnly]
+    )
+    create_api_key: CreateApiKeyPayload = strawberry.mutation(
+        resolver=mutations.create_api_key, permission_classes=[AdminOnly]
+    )
+    revoke_api_key: bool = strawberry.mutation(
+        resolver=mutations.revoke_api_key, permission_classes=[AdminOnly]
+    )
+
+
+@strawberry.type
+class Subscription:
+    job_status_changed: AsyncGenerator[JobEvent, None] = strawberry.subscription(
+        resolver=subscriptions.job_status_changed, permission_classes=[Authenticated]
+    )
+
+
+def _unexpected(error: GraphQLError) -> bool:
+    """Mask every error that is not one of ours (GraphQLErrors carry their own code)."""
+    original = error.original_error
+    if original is None or isinstance(original, GraphQLError):
+        return False
+    log.error("unexpected error at %s", error.path, exc_info=original)
+    return True
+
+
+class MaskUnexpected(MaskErrors):
+    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
+        masked = super().anonymise_error(error)
+        masked.extensions = {"code": "INTERNAL_SERVER_ERROR"}
+        return masked
+
+
+def build_schema() -> strawberry.Schema:
+    return strawberry.Schema(
+        query=Query,
+        mutation=Mutation,
+        subscription=Subscription,
+        extensions=[
+            ParserCache(maxsize=1024),
+            ValidationCache(maxsize=1024),
+            MaskUnexpected(should_mask_error=_unexpected, error_message="Internal server error"),
+        ],
+    )

@@ -1,0 +1,274 @@
+"""Strawberry object types, enums and payloads of the contract."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import strawberry
+from strawberry.scalars import JSON
+
+from queuelog.service import models
+from queuelog.service.errors import DomainError
+
+if TYPE_CHECKING:
+    from queuelog.resolvers.context import Context
+
+JobStatus = strawberry.enum(models.Status, name="JobStatus")
+JobPriority = strawberry.enum(
+    models.Priority,
+    name="JobPriority",
+    description="Stored as 0, 10, 20, 30 so that ORDER BY priority DESC sorts directly.",
+)
+Role = strawberry.enum(models.Role, name="Role")
+
+
+@strawberry.enum
+class UserErrorCode(enum.Enum):
+    VALIDATION_FAILED = "VALIDATION_FAILED"
+    JOB_TYPE_NOT_ALLOWED = "JOB_TYPE_NOT_ALLOWED"
+    PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+    PRIORITY_NOT_ALLOWED = "PRIORITY_NOT_ALLOWED"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    NOT_FOUND = "NOT_FOUND"
+    INVALID_STATE = "INVALID_STATE"
+    NOT_JOB_OWNER = "NOT_JOB_OWNER"
+    NAME_TAKEN = "NAME_TAKEN"
+
+
+@strawberry.type(description="An expected failure of a mutation.")
+class UserError:
+    code: UserErrorCode
+    message: str
+    field: list[str] | None = None
+
+    @classmethod
+    def of(cls, exc: DomainError) -> UserError:
+        return cls(code=UserErrorCode(exc.code), message=exc.message, field=exc.field)
+
+
+@strawberry.type
+class Job:
+    id: strawberry.ID
+    type: str
+    payload: JSON
+    priority: JobPriority
+    status: JobStatus
+    retry_count: int
+    max_retries: int
+    idempotency_key: str | None
+    producer: str
+    run_at: datetime
+    claimed_at: datetime | None
+    worker_id: str | None
+    lease_expires_at: datetime | None
+    error: str | None
+    result: JSON | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @strawberry.field(description="This job's status changes, oldest first.")
+    async def events(
+        self, info: strawberry.Info[Context, None], first: int | None = 100
+    ) -> list[JobEvent]:
+        history = await info.context.service.history(int(self.id), 100 if first is None else first)
+        return [JobEvent.of(e) for e in history]
+
+    @classmethod
+    def of(cls, job: models.Job, viewer: models.Actor) -> Job:
+        """The job as `viewer` may see it: the idempotency key for its producer and admins,
+        the error text for admins only."""
+        owner = viewer.is_admin or (
+            viewer.role is models.Role.PRODUCER and viewer.name == job.producer
+        )
+        return cls(
+            id=strawberry.ID(str(job.id)),
+            type=job.type,
+            payload=job.payload,
+            priority=job.priority,
+            status=job.status,
+            retry_count=job.retry_count,
+            max_retries=job.max_retries,
+            idempotency_key=job.idempotency_key if owner else None,
+            producer=job.producer,
+            run_at=job.run_at,
+            claimed_at=job.claimed_at,
+            worker_id=job.worker_id,
+            lease_expires_at=job.lease_expires_at,
+            error=job.error if viewer.is_admin else None,
+            result=job.result,
+            created_at=job.created_at,
+            updated_at=job.updated_at,
+            finished_at=job.finished_at,
+        )
+
+
+def event_cursor(event_id: int) -> str:
+    """Opaque to clients, yet strictly increasing both as text and as a number."""
+    return f"{event_id:016d}"
+
+
+@strawberry.type(description="One status change of one job. Events are totally ordered by cursor.")
+class JobEvent:
+    cursor: str
+    previous_status: JobStatus | None
+    status: JobStatus
+    occurred_at: datetime
+    job_id: strawberry.Private[int]
+
+    @strawberry.field
+    async def job(self, info: strawberry.Info[Context, None]) -> Job:
+        ctx = info.context
+        job = await ctx.service.get(ctx.require_actor(), self.job_id)
+        if job is None:  # pruned since; cannot happen for a job the viewer was shown
+            raise DomainError(f"job {self.job_id} no longer exists")
+        return Job.of(job, ctx.require_actor())
+
+    @classmethod
+    def of(cls, e: models.JobEvent) -> JobEvent:
+        return cls(
+            cursor=event_cursor(e.id),
+            previous_status=e.previous_status,
+            status=e.status,
+            occurred_at=e.occurred_at,
+            job_id=e.job_id,
+        )
+
+
+@strawberry.type
+class PageInfo:
+    has_next_page: bool
+    end_cursor: str | None
+
+
+@strawberry.type
+class JobEdge:
+    cursor: str
+    node: Job
+
+
+@strawberry.type
+class JobConnection:
+    edges: list[JobEdge]
+    nodes: list[Job]
+    page_info: PageInfo
+    total_count: int
+
+
+@strawberry.type
+class QueueStats:
+    pending: int
+    running: int
+    completed: int
+    failed: int
+    cancelled: int
+
+
+@strawberry.type
+class Viewer:
+    name: str
+    role: Role
+    allowed_types: list[str] | None
+    max_priority: JobPriority
+
+
+@strawberry.type
+class ApiKey:
+    name: str
+    role: Role
+    allowed_types: list[str] | None
+    max_priority: JobPriority
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, key: models.ApiKey) -> ApiKey:
+        return cls(
+            name=key.name,
+            role=key.role,
+            allowed_types=None if key.allowed_types is None else list(key.allowed_types),
+            max_priority=key.max_priority,
+            created_at=key.created_at,
+            revoked_at=key.revoked_at,
+        )
+
+
+@strawberry.input
+class EnqueueJobInput:
+    type: str
+    payload: JSON | None = strawberry.field(default_factory=dict)
+    priority: JobPriority | None = models.Priority.LOW
+    max_retries: int | None = 3
+    idempotency_key: str | None = strawberry.UNSET
+    run_at: datetime | None = strawberry.UNSET
+    delay_seconds: int | None = strawberry.UNSET
+
+    def request(self) -> models.EnqueueRequest:
+        def given(v: Any) -> Any:
+            return None if v is strawberry.UNSET else v
+
+        return models.EnqueueRequest(
+            type=self.type,
+            payload=self.payload,
+            priority=models.Priority.LOW if self.priority is None else self.priority,
+            max_retries=3 if self.max_retries is None else self.max_retries,
+            idempotency_key=given(self.idempotency_key),
+            run_at=given(self.run_at),
+            delay_seconds=given(self.delay_seconds),
+        )
+
+
+@strawberry.input
+class CreateApiKeyInput:
+    name: str
+    role: Role
+    allowed_types: list[str] | None = strawberry.UNSET
+    max_priority: JobPriority | None = models.Priority.MEDIUM
+
+
+@strawberry.type
+class EnqueueJobPayload:
+    job: Job | None = None
+    created: bool = False
+    user_errors: list[UserError] = strawberry.field(default_factory=list)
+
+
+@strawberry.type
+class EnqueueJobsPayload:
+    jobs: list[Job] = strawberry.field(default_factory=list)
+    user_errors: list[UserError] = strawberry.field(default_factory=list)
+
+
+@strawberry.type
+class ClaimJobPayload:
+    job: Job | None = None
+    user_errors: list[UserError] = strawberry.field(default_factory=list)
+
+
+@strawberry.type
+class ClaimJobsPayload:
+    jobs: list[Job] = strawberry.field(default_factory=list)
+    user_errors: list[UserError] = strawberry.field(default_factory=list)
+
+
+@strawberry.type
+class JobPayload:
+    job: Job | None = None
+    user_errors: list[UserError] = strawberry.field(default_factory=list)
+
+
+@strawberry.type
+class FailJobPayload:
+    job: Job | None = None
+    will_retry: bool = False
+    user_errors: list[UserError] = strawberry.field(default_factory=list)
+
+
+@strawberry.type
+class CreateApiKeyPayload:
+    api_key: ApiKey | None = None
+    secret: str | None = None
+    user_errors: list[UserError] = strawberry.field(default_factory=list)
+

@@ -1,0 +1,1 @@
+"""The job service: the rules of the queue."""

@@ -1,0 +1,383 @@
+"""JobService: the state machine, leases, retries, idempotency and who may see what.
+
+No SQL here and no GraphQL: storage applies each transition as a compare-and-set; this
+module decides which transition, and what to tell a caller whose transition was refused.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from queuelog.config import JobTypeConfig, Settings
+from queuelog.service import errors, validation
+from queuelog.service.backoff import backoff_seconds
+from queuelog.service.models import (
+    Actor,
+    EnqueueRequest,
+    Job,
+    JobEvent,
+    Page,
+    Role,
+    Status,
+)
+from queuelog.service.sanitize import sanitize_error
+from queuelog.storage import events as events_sql
+from queuelog.storage import jobs as jobs_sql
+from queuelog.storage.db import Database, Tx
+
+PENDING, RUNNING = Status.PENDING.value, Status.RUNNING.value
+LEASE_EXPIRED = "lease expired"
+BATCH_MAX = 500
+CLAIM_MAX = 100
+PAGE_MAX = 100
+EVENTS_MAX = 1_000
+RESCUE_BATCH = 100
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def visible(actor: Actor, row: Any) -> bool:
+    """The one visibility rule: admins see all, producers their own jobs, workers the jobs
+    they hold or last held."""
+    if actor.role is Role.ADMIN:
+        return True
+    if actor.role is Role.PRODUCER:
+        return bool(row.producer == actor.name)
+    return bool(row.worker_id == actor.name)
+
+
+def _scope(actor: Actor) -> dict[str, str | None]:
+    return {
+        "producer": actor.name if actor.role is Role.PRODUCER else None,
+        "worker": actor.name if actor.role is Role.WORKER else None,
+    }
+
+
+def _require(actor: Actor, *roles: Role) -> None:
+    if actor.role is not Role.ADMIN and actor.role not in roles:
+        raise errors.Forbidden(f"the {actor.role.value} role may not do this")
+
+
+class JobService:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        rand: random.Random | None = None,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.types: dict[str, JobTypeConfig] = settings.type_configs()
+        self.clock = clock
+        self.rand = rand or random.Random()
+        self.horizon = timedelta(days=settings.schedule_horizon_days)
+
+    # -- producers ----------------------------------------------------------------------
+
+    async def enqueue(self, actor: Actor, req: EnqueueRequest) -> tuple[Job, bool]:
+        """Enqueue one job. With an idempotency key already used by this producer for the same
+        request, return that job and False."""
+        _require(actor, Role.PRODUCER)
+        values = self._row(actor, req, ["input"])
+        if values["idempotency_key"] is None:
+            rows = await self.db.write(jobs_sql.insert, [values])
+            return Job.from_row(rows[0]), True
+        row, created = await self.db.write(jobs_sql.insert_idempotent, values)
+        if not created and row.request_hash != values["request_hash"]:
+            raise errors.IdempotencyKeyReused(
+                "this idempotency key was used before with a different request",
+                ["input", "idempotencyKey"],
+            )
+        return Job.from_row(row), created
+
+    async def enqueue_many(self, actor: Actor, reqs: Sequence[EnqueueRequest]) -> list[Job]:
+        """Enqueue 1-500 jobs, all or nothing, returned in input order."""
+        _require(actor, Role.PRODUCER)
+        if not 1 <= len(reqs) <= BATCH_MAX:
+            raise errors.ValidationFailed(f"give 1 to {BATCH_MAX} inputs", ["inputs"])
+        rows = [self._row(actor, r, ["inputs", str(i)]) for i, r in enumerate(reqs)]
+        return [Job.from_row(r) for r in await self.db.write(self._enqueue_many, rows)]
+
+    def _row(self, actor: Actor, req: EnqueueRequest, prefix: list[str]) -> dict[str, Any]:
+        return validation.enqueue(
+            actor,
+            req,
+            now=self.clock(),
+            configured=self.types,
+            payload_limit=self.settings.payload_max_bytes,
+            horizon=self.horizon,
+            prefix=prefix,
+        )
+
+    @staticmethod
+    def _enqueue_many(tx: Tx, rows: list[dict[str, Any]]) -> list[Any]:
+        plain = [r for r in rows if r["idempotency_key"] is None]
+        inserted = iter(jobs_sql.insert(tx, plain) if plain else [])
+        out = []
+        for i, values in enumerate(rows):
+            if values["idempotency_key"] is None:
+                out.append(next(inserted))
+                continue
+            row, _created = jobs_sql.insert_idempotent(tx, values)
+            if row.request_hash != values["request_hash"]:
+                # Raising rolls the whole batch back: all or nothing.
+                raise errors.IdempotencyKeyReused(
+                    "this idempotency key was used before with a different request",
+                    ["inputs", str(i), "idempotencyKey"],
+                )
+            out.append(row)
+        return out
+
+    async def cancel(self, actor: Actor, job_id: int) -> Job:
+        _require(actor, Role.PRODUCER)
+        return await self.db.write(self._cancel, actor, job_id)
+
+    def _cancel(self, tx: Tx, actor: Actor, job_id: int) -> Job:
+        now = self.clock()
+        row = jobs_sql.get(tx, job_id)
+        if row is None or not visible(actor, row):
+            raise errors.NotFound(f"no job {job_id}", ["id"])
+        values = {"status": "cancelled", "lease_expires_at": None, "finished_at": now,
+                  "updated_at": now}
+        done = jobs_sql.transition(tx, job_id, (PENDING, RUNNING), values)
+        if done is None:
+            raise errors.InvalidState(
+                f"a {row.status} job cannot be cancelled", ["id"], Job.from_row(row)
+            )
+        return Job.from_row(done)
+
+    async def retry(self, actor: Actor, job_id: int) -> Job:
+        _require(actor)
+        return await self.db.write(self._retry, job_id)
+
+    def _retry(self, tx: Tx, job_id: int) -> Job:
+        now = self.clock()
+        row = jobs_sql.get(tx, job_id)
+        if row is None:
+            raise errors.NotFound(f"no job {job_id}", ["id"])
+        values = {"status": PENDING, "retry_count": 0, "run_at": now, "claimed_at": None,
+                  "lease_expires_at": None, "finished_at": None, "updated_at": now}
+        done = jobs_sql.transition(tx, job_id, ("failed", "cancelled"), values)
+        if done is None:
+            raise errors.InvalidState(
+                f"only failed or cancelled jobs can be retried; this one is {row.status}",
+                ["id"],
+                Job.from_row(row),
+            )
+        return Job.from_row(done)
+
+    # -- workers ------------------------------------------------------------------------
+
+    async def claim(
+        self, actor: Actor, types: Sequence[str] | None, lease_seconds: int | None, limit: int = 1
+    ) -> list[Job]:
+        """Claim up to `limit` jobs: highest priority first, then the oldest, then lowest id."""
+        _require(actor, Role.WORKER)
+        validation.bounded(limit, 1, CLAIM_MAX, "limit", ["limit"])
+        if types is None:
+            chosen = [t for t in self.types if actor.may_use_type(t)]
+        else:
+            chosen = [validation.job_type(actor, t, self.types, ["types"]).name for t in types]
+        if lease_seconds is not None:
+            validation.bounded(
+                lease_seconds, 1, self.settings.max_lease_seconds, "leaseSeconds",
+                ["leaseSeconds"],
+            )
+        if not chosen:
+            return []
+        rows = await self.db.write(self._claim, actor.name, chosen, lease_seconds, limit)
+        return [Job.from_row(r) for r in rows]
+
+    def _claim(
+        self, tx: Tx, worker: str, types: list[str], lease_seconds: int | None, limit: int
+    ) -> list[Any]:
+        now = self.clock()
+        self._rescue(tx, now)
+        lease_until = {
+            t: now + timedelta(seconds=lease_seconds or self.types[t].lease_seconds)
+            for t in types
+        }
+        return jobs_sql.claim(
+            tx, worker=worker, now=now, types=types, limit=limit, lease_until=lease_until
+        )
+
+    async def heartbeat(self, actor: Actor, job_id: int, lease_seconds: int | None) -> Job:
+        _require(actor, Role.WORKER)
+        if lease_seconds is not None:
+            validation.bounded(
+                lease_seconds, 1, self.settings.max_lease_seconds, "leaseSeconds",
+                ["leaseSeconds"],
+            )
+
+        def values(row: Any, now: datetime) -> dict[str, Any]:
+            seconds = lease_seconds or self._type(row.type).lease_seconds
+            return {"lease_expires_at": now + timedelta(seconds=seconds), "updated_at": now}
+
+        return Job.from_row(await self.db.write(self._settle, actor, job_id, values))
+
+    async def complete(self, actor: Actor, job_id: int, result: Any) -> Job:
+        _require(actor, Role.WORKER)
+        text = None
+        if result is not None:
+            text = validation.serialize(
+                result, self.settings.payload_max_bytes, ["result"], "result"
+            )
+
+        def values(row: Any, now: datetime) -> dict[str, Any]:
+            return {"status": "completed", "result": text, "lease_expires_at": None,
+                    "finished_at": now, "updated_at": now}
+
+        return Job.from_row(await self.db.write(self._settle, actor, job_id, values))
+
+    async def fail(
+        self, actor: Actor, job_id: int, error: str, retryable: bool = True
+    ) -> tuple[Job, bool]:
+        """Record a failed attempt: back to PENDING after a backoff while retries remain (and
+        the worker says the failure is retryable), else FAILED. Returns the job and whether
+        it will be retried."""
+        _require(actor, Role.WORKER)
+        text = sanitize_error(error, self.settings.error_max_chars)
+
+        def values(row: Any, now: datetime) -> dict[str, Any]:
+            if retryable and row.retry_count < row.max_retries:
+                return self._retry_values(row, now, text)
+            return {"status": "failed", "error": text, "lease_expires_at": None,
+                    "finished_at": now, "updated_at": now}
+
+        row = await self.db.write(self._settle, actor, job_id, values)
+        return Job.from_row(row), row.status == PENDING
+
+    def _retry_values(self, row: Any, now: datetime, error: str) -> dict[str, Any]:
+        cfg = self._type(row.type)
+        delay = backoff_seconds(
+            row.retry_count, cfg.backoff_base_seconds, cfg.backoff_max_seconds, self.rand
+        )
+        return {"status": PENDING, "retry_count": row.retry_count + 1, "error": error,
+                "run_at": now + timedelta(seconds=delay), "claimed_at": None,
+                "lease_expires_at": None, "updated_at": now}
+
+    def _type(self, name: str) -> JobTypeConfig:
+        # A job of a type no longer configured still gets the server's defaults.
+        return self.types.get(name) or JobTypeConfig(
+            name,
+            self.settings.default_lease_seconds,
+            self.settings.backoff_base_seconds,
+            self.settings.backoff_max_seconds,
+        )
+
+    def _settle(
+        self,
+        tx: Tx,
+        actor: Actor,
+        job_id: int,
+        values: Callable[[Any, datetime], dict[str, Any]],
+    ) -> Any:
+        """Apply a holder-only transition: only the worker holding a live lease may."""
+        now = self.clock()
+        row = jobs_sql.get(tx, job_id)
+        if row is not None and self._holds(actor, row, now):
+            done = jobs_sql.transition(
+                tx, job_id, RUNNING, values(row, now), worker=actor.name, lease_live_at=now
+            )
+            if done is not None:
+                return done
+            row = jobs_sql.get(tx, job_id)
+        raise self._refusal(actor, row, job_id, now)
+
+    @staticmethod
+    def _holds(actor: Actor, row: Any, now: datetime) -> bool:
+        return bool(
+            row.status == RUNNING
+            and row.worker_id == actor.name
+            and row.lease_expires_at is not None
+            and row.lease_expires_at > now
+        )
+
+    @staticmethod
+    def _refusal(actor: Actor, row: Any, job_id: int, now: datetime) -> errors.DomainError:
+        """Why a holder-only transition was refused, revealing nothing of a job the caller
+        may not see beyond the contract's NOT_JOB_OWNER for a job someone else runs."""
+        if row is None:
+            return errors.NotFound(f"no job {job_id}", ["id"])
+        if row.status == RUNNING:
+            if row.worker_id == actor.name:
+                return errors.NotJobOwner("your lease on this job has expired", ["id"])
+            return errors.NotJobOwner("the job is held by another worker", ["id"])
+        if row.status == PENDING and row.worker_id == actor.name:
+            return errors.NotJobOwner(
+                "your lease on this job expired and the job was given back to the queue", ["id"]
+            )
+        if visible(actor, row):
+            return errors.InvalidState(
+                f"the job is {row.status}, not running", ["id"], Job.from_row(row)
+            )
+        return errors.NotFound(f"no job {job_id}", ["id"])
+
+    # -- leases -------------------------------------------------------------------------
+
+    async def rescue_expired(self) -> int:
+        """Give back every job whose lease has expired; returns how many were rescued."""
+        total = 0
+        while True:
+            n = await self.db.write(lambda tx: self._rescue(tx, self.clock()))
+            total += n
+            if n < RESCUE_BATCH:
+                return total
+
+    def _rescue(self, tx: Tx, now: datetime) -> int:
+        rows = jobs_sql.expired_leases(tx, now, RESCUE_BATCH)
+        for row in rows:
+            if row.retry_count < row.max_retries:
+                values = self._retry_values(row, now, LEASE_EXPIRED)
+            else:
+                values = {"status": "failed", "error": LEASE_EXPIRED, "lease_expires_at": None,
+                          "finished_at": now, "updated_at": now}
+            jobs_sql.transition(tx, row.id, RUNNING, values, worker=row.worker_id)
+        return len(rows)
+
+    # -- reads --------------------------------------------------------------------------
+
+    async def get(self, actor: Actor, job_id: int) -> Job | None:
+        row = await self.db.read(jobs_sql.get, job_id)
+        return Job.from_row(row) if row is not None and visible(actor, row) else None
+
+    async def page(
+        self,
+        actor: Actor,
+        *,
+        status: Status | None,
+        job_type: str | None,
+        first: int,
+        after: str | None,
+    ) -> Page:
+        validation.bounded(first, 1, PAGE_MAX, "first", ["first"])
+        before_id = None
+        if after is not None:
+            if not after.isdigit() or len(after) > 19:
+                raise errors.ValidationFailed("after is not a cursor from this list", ["after"])
+            before_id = int(after)
+        rows, more, total = await self.db.read(
+            jobs_sql.page,
+            **_scope(actor),
+            status=None if status is None else status.value,
+            job_type=job_type,
+            first=first,
+            before_id=before_id,
+        )
+        return Page([Job.from_row(r) for r in rows], more, total)
+
+    async def counts(self, actor: Actor, job_type: str | None) -> dict[str, int]:
+        return await self.db.read(jobs_sql.counts, **_scope(actor), job_type=job_type)
+
+    async def history(self, job_id: int, first: int) -> list[JobEvent]:
+        """A job's events, oldest first (the caller has already been shown the job)."""
+        validation.bounded(first, 1, EVENTS_MAX, "first", ["first"])
+        rows = await self.db.read(events_sql.for_job, job_id, first)
+        return [JobEvent.from_row(r) for r in rows]

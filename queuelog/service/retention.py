@@ -1,0 +1,34 @@
+"""Retention: finished jobs older than their status's retention age are deleted with their
+events, in bounded batches so that no transaction holds the write lock for long."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from queuelog.service.jobs import JobService
+from queuelog.storage import jobs as jobs_sql
+
+
+async def prune(service: JobService, *, dry_run: bool = False) -> dict[str, int]:
+    """Delete (or, with dry_run, count) what retention says is due; returns counts by status."""
+    s = service.settings
+    now = service.clock()
+    ages = {
+        "completed": timedelta(days=s.retention_completed_days),
+        "cancelled": timedelta(days=s.retention_completed_days),
+        "failed": timedelta(days=s.retention_failed_days),
+    }
+    counts: dict[str, int] = {}
+    for status, age in ages.items():
+        before = now - age
+        if dry_run:
+            counts[status] = await service.db.read(jobs_sql.count_prunable, status, before)
+            continue
+        total = 0
+        while True:
+            n = await service.db.write(jobs_sql.prune, status, before, s.prune_batch_size)
+            total += n
+            if n < s.prune_batch_size:
+                break
+        counts[status] = total
+    return counts

@@ -1,0 +1,1 @@
+"""SQLAlchemy Core storage: tables, migrations and one module of statements per table."""

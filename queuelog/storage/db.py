@@ -1,0 +1,194 @@
+"""Engines and the one way to run a transaction: a whole unit of sync Core work in a thread.
+
+The async engine over aiosqlite costs 8-10 thread round trips per transaction; running the
+whole transaction as one synchronous function in a worker thread costs one. On SQLite every
+write goes through a single connection on a single thread (one writer never fights itself
+for the lock); reads use a small pool of WAL readers. On PostgreSQL one pool serves both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+
+from queuelog.storage.tables import job_events
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+# Event rows must become visible in id order, so that a reader tailing the feed by id never
+# skips a row committed late. On PostgreSQL the writer takes this transaction-scoped
+# advisory lock just before inserting its events (the last statement of every transaction).
+EVENT_LOCK_KEY = 0x71_6C_65_76  # "qlev"
+NOTIFY_CHANNEL = "queuelog_events"
+
+
+def normalize_url(url: str) -> URL:
+    """Plain `sqlite:///…` / `postgresql://…` URLs in; the drivers we use picked here."""
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise ValueError("queuelog needs a SQLite file, not an in-memory database")
+        return parsed.set(drivername="sqlite+pysqlite")
+    if backend in ("postgresql", "postgres"):
+        return parsed.set(drivername="postgresql+psycopg")
+    raise ValueError(f"unsupported database URL scheme {parsed.drivername!r}")
+
+
+@dataclass(slots=True)
+class EventRow:
+    job_id: int
+    job_type: str
+    producer: str
+    worker_id: str | None
+    previous_status: str | None
+    status: str
+    occurred_at: Any
+
+
+@dataclass(slots=True)
+class Tx:
+    """One transaction: its connection and the job events it will append at the end."""
+
+    conn: Connection
+    dialect: str
+    events: list[EventRow] = field(default_factory=list)
+
+    def record(self, row: Any, previous_status: str | None) -> None:
+        """Record a status change of the job `row` (a jobs row after the change)."""
+        self.events.append(
+            EventRow(
+                job_id=row.id,
+                job_type=row.type,
+                producer=row.producer,
+                worker_id=row.worker_id,
+                previous_status=previous_status,
+                status=row.status,
+                occurred_at=row.updated_at,
+            )
+        )
+
+
+class Database:
+    def __init__(
+        self,
+        url: str,
+        *,
+        sqlite_synchronous: str = "FULL",
+        busy_timeout_ms: int = 5_000,
+        pool_size: int = 8,
+    ) -> None:
+        self.url = normalize_url(url)
+        self.dialect = "sqlite" if self.url.get_backend_name() == "sqlite" else "postgresql"
+        self._commit_listeners: list[Callable[[], None]] = []
+        if self.dialect == "sqlite":
+            self.writer = self._sqlite_engine(1, True, sqlite_synchronous, busy_timeout_ms)
+            self.reader = self._sqlite_engine(
+                pool_size, False, sqlite_synchronous, busy_timeout_ms
+            )
+            self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="queuelog-writer")
+            self._read_pool = ThreadPoolExecutor(pool_size, thread_name_prefix="queuelog-reader")
+        else:
+            self.writer = self.reader = sa.create_engine(
+                self.url, pool_size=pool_size, max_overflow=0, pool_pre_ping=True
+            )
+            self._write_pool = self._read_pool = ThreadPoolExecutor(
+                pool_size, thread_name_prefix="queuelog-db"
+            )
+
+    def _sqlite_engine(
+        self, size: int, immediate: bool, synchronous: str, busy_timeout_ms: int
+    ) -> Engine:
+        engine = sa.create_engine(
+            self.url,
+            pool_size=size,
+            max_overflow=0,
+            connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
+        )
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute(f"PRAGMA synchronous={synchronous}")
+            cur.close()
+
+        begin = "BEGIN IMMEDIATE" if immediate else "BEGIN"
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            conn.exec_driver_sql(begin)
+
+        return engine
+
+    def on_commit(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (in the writer thread) after every commit that appended events."""
+        self._commit_listeners.append(listener)
+
+    # -- running work -------------------------------------------------------------------
+
+    def write_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
+        with self.writer.begin() as conn:
+            tx = Tx(conn, self.dialect)
+            result = fn(tx, *a, **k)
+            if tx.events:
+                self._append_events(tx)
+        if tx.events:
+            for listener in self._commit_listeners:
+                listener()
+        return result
+
+    def read_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
+        with self.reader.begin() as conn:
+            return fn(Tx(conn, self.dialect), *a, **k)
+
+    async def write(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
+        call = functools.partial(self.write_sync, fn, *a, **k)
+        return await asyncio.get_running_loop().run_in_executor(self._write_pool, call)
+
+    async def read(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
+        call = functools.partial(self.read_sync, fn, *a, **k)
+        return await asyncio.get_running_loop().run_in_executor(self._read_pool, call)
+
+    def _append_events(self, tx: Tx) -> None:
+        if self.dialect == "postgresql":
+            tx.conn.execute(_LOCK_EVENTS)
+        tx.conn.execute(
+            job_events.insert(),
+            [
+                {
+                    "job_id": e.job_id,
+                    "job_type": e.job_type,
+                    "producer": e.producer,
+                    "worker_id": e.worker_id,
+                    "previous_status": e.previous_status,
+                    "status": e.status,
+                    "occurred_at": e.occurred_at,
+                }
+                for e in tx.events
+            ],
+        )
+        if self.dialect == "postgresql":
+            tx.conn.execute(_NOTIFY)
+
+    def close(self) -> None:
+        self._write_pool.shutdown(wait=True)
+        self._read_pool.shutdown(wait=True)
+        self.writer.dispose()
+        self.reader.dispose()
+
+
+_LOCK_EVENTS = sa.text(f"SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY})")
+_NOTIFY = sa.text(f"NOTIFY {NOTIFY_CHANNEL}")

@@ -1,0 +1,56 @@
+"""Reads of the append-only `job_events` feed (rows are appended by `Database.write`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Row
+
+from queuelog.storage.db import Tx
+from queuelog.storage.tables import job_events
+
+E = job_events.c
+
+
+def for_job(tx: Tx, job_id: int, first: int) -> list[Row[Any]]:
+    stmt = sa.select(*E).where(E.job_id == job_id).order_by(E.id).limit(first)
+    return list(tx.conn.execute(stmt).all())
+
+
+def after(
+    tx: Tx,
+    cursor: int,
+    limit: int,
+    *,
+    job_id: int | None = None,
+    job_type: str | None = None,
+    statuses: Sequence[str] | None = None,
+    producer: str | None = None,
+    upto: int | None = None,
+) -> list[Row[Any]]:
+    """Events with id > cursor (and <= upto), oldest first, filtered."""
+    cond: list[sa.ColumnElement[bool]] = [E.id > cursor]
+    if upto is not None:
+        cond.append(E.id <= upto)
+    if job_id is not None:
+        cond.append(E.job_id == job_id)
+    if job_type is not None:
+        cond.append(E.job_type == job_type)
+    if statuses:
+        cond.append(E.status.in_(statuses))
+    if producer is not None:
+        cond.append(E.producer == producer)
+    stmt = sa.select(*E).where(*cond).order_by(E.id).limit(limit)
+    return list(tx.conn.execute(stmt).all())
+
+
+def head(tx: Tx) -> int:
+    """The newest event id (0 when there is none)."""
+    return int(tx.conn.execute(sa.select(sa.func.coalesce(sa.func.max(E.id), 0))).scalar_one())
+
+
+def oldest(tx: Tx) -> int:
+    """The oldest retained event id (0 when there is none)."""
+    return int(tx.conn.execute(sa.select(sa.func.coalesce(sa.func.min(E.id), 0))).scalar_one())

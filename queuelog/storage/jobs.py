@@ -1,0 +1,238 @@
+"""Every SQL statement on `jobs`. Each transition is a compare-and-set on the expected status."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Row
+
+from queuelog.storage.db import Tx
+from queuelog.storage.tables import PENDING, RUNNING, UTCDateTime, job_events, jobs
+
+J = jobs.c
+ALL = tuple(J)
+STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+
+_INSERT = jobs.insert().returning(*ALL)
+_IDEMPOTENT_INSERT = {
+    "sqlite": sqlite.insert(jobs)
+    .on_conflict_do_nothing(index_elements=[J.producer, J.idempotency_key])
+    .returning(*ALL),
+    "postgresql": postgresql.insert(jobs)
+    .on_conflict_do_nothing(index_elements=[J.producer, J.idempotency_key])
+    .returning(*ALL),
+}
+_BY_ID = sa.select(*ALL).where(J.id == sa.bindparam("id"))
+_BY_KEY = sa.select(*ALL).where(
+    J.producer == sa.bindparam("producer"), J.idempotency_key == sa.bindparam("key")
+)
+_CLAIM_ORDER = (J.priority.desc(), J.run_at, J.id)
+
+
+def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[Row[Any]]:
+    """Insert jobs (none with an idempotency key), in order, recording their creation."""
+    rows = tx.conn.execute(_INSERT, list(values), sort_by_parameter_order=True).all()
+    for row in rows:
+        tx.record(row, None)
+    return rows
+
+
+def insert_idempotent(tx: Tx, values: Mapping[str, Any]) -> tuple[Row[Any], bool]:
+    """Insert a job with an idempotency key, or return the producer's job that holds it."""
+    row = tx.conn.execute(_IDEMPOTENT_INSERT[tx.dialect], values).first()
+    if row is not None:
+        tx.record(row, None)
+        return row, True
+    existing = tx.conn.execute(
+        _BY_KEY, {"producer": values["producer"], "key": values["idempotency_key"]}
+    ).one()
+    return existing, False
+
+
+def by_key(tx: Tx, producer: str, key: str) -> Row[Any] | None:
+    return tx.conn.execute(_BY_KEY, {"producer": producer, "key": key}).first()
+
+
+def get(tx: Tx, job_id: int) -> Row[Any] | None:
+    return tx.conn.execute(_BY_ID, {"id": job_id}).first()
+
+
+def claim(
+    tx: Tx,
+    *,
+    worker: str,
+    now: datetime,
+    types: Sequence[str],
+    limit: int,
+    lease_until: Mapping[str, datetime],
+) -> list[Row[Any]]:
+    """Claim up to `limit` claimable jobs of `types` in one statement, most urgent first."""
+    pick = (
+        sa.select(J.id)
+        .where(J.status == PENDING, J.run_at <= sa.bindparam("now"), J.type.in_(types))
+        .order_by(*_CLAIM_ORDER)
+        .limit(limit)
+    )
+    leases = set(lease_until.values())
+    lease: sa.ColumnElement[Any]
+    if len(leases) == 1:
+        lease = sa.literal(next(iter(leases)), UTCDateTime)
+    else:
+        lease = sa.case(
+            {t: sa.literal(v, UTCDateTime) for t, v in lease_until.items()}, value=J.type
+        )
+    values = {
+        "status": RUNNING,
+        "worker_id": worker,
+        "claimed_at": sa.bindparam("now"),
+        "updated_at": sa.bindparam("now"),
+        "lease_expires_at": lease,
+    }
+    if tx.dialect == "postgresql":
+        chosen = pick.with_for_update(skip_locked=True).cte("chosen")
+        stmt = (
+            jobs.update()
+            .where(J.id == chosen.c.id, J.status == PENDING)
+            .values(values)
+            .returning(*ALL)
+        )
+    else:
+        stmt = jobs.update().where(J.id.in_(pick.scalar_subquery())).values(values).returning(*ALL)
+    rows = tx.conn.execute(stmt, {"now": now}).all()
+    rows.sort(key=lambda r: (-r.priority, r.run_at, r.id))
+    for row in rows:
+        tx.record(row, PENDING)
+    return rows
+
+
+def transition(
+    tx: Tx,
+    job_id: int,
+    expected: str | Sequence[str],
+    values: Mapping[str, Any],
+    *,
+    worker: str | None = None,
+    lease_live_at: datetime | None = None,
+) -> Row[Any] | None:
+    """Compare-and-set: apply `values` only if the job is still in `expected` (and held by
+    `worker` with a lease live at `lease_live_at`). Returns the changed row, or None."""
+    before = (expected,) if isinstance(expected, str) else tuple(expected)
+    cond: list[sa.ColumnElement[bool]] = [J.id == job_id, J.status.in_(before)]
+    if worker is not None:
+        cond.append(J.worker_id == worker)
+    if lease_live_at is not None:
+        cond.append(J.lease_expires_at > lease_live_at)
+    if len(before) == 1:
+        row = tx.conn.execute(jobs.update().where(*cond).values(values).returning(*ALL)).first()
+        previous = before[0]
+    else:
+        # Several statuses allowed: read the one we replace under the write lock.
+        old = tx.conn.execute(
+            sa.select(J.status).where(*cond).with_for_update()
+            if tx.dialect == "postgresql"
+            else sa.select(J.status).where(*cond)
+        ).first()
+        if old is None:
+            return None
+        previous = old.status
+        row = tx.conn.execute(
+            jobs.update().where(J.id == job_id, J.status == previous).values(values).returning(*ALL)
+        ).first()
+    if row is not None and row.status != previous:
+        tx.record(row, previous)
+    return row
+
+
+def expired_leases(tx: Tx, now: datetime, limit: int) -> list[Row[Any]]:
+    """Running jobs whose lease ended before `now` (locked, on PostgreSQL, so that one
+    replica rescues each job once)."""
+    stmt = (
+        sa.select(*ALL)
+        .where(J.status == RUNNING, J.lease_expires_at < now)
+        .order_by(J.lease_expires_at)
+        .limit(limit)
+    )
+    if tx.dialect == "postgresql":
+        stmt = stmt.with_for_update(skip_locked=True)
+    return list(tx.conn.execute(stmt).all())
+
+
+def _visible(producer: str | None, worker: str | None) -> list[sa.ColumnElement[bool]]:
+    cond: list[sa.ColumnElement[bool]] = []
+    if producer is not None:
+        cond.append(J.producer == producer)
+    if worker is not None:
+        cond.append(J.worker_id == worker)
+    return cond
+
+
+def page(
+    tx: Tx,
+    *,
+    producer: str | None,
+    worker: str | None,
+    status: str | None,
+    job_type: str | None,
+    first: int,
+    before_id: int | None,
+) -> tuple[list[Row[Any]], bool, int]:
+    """Newest first: up to `first` jobs with id below `before_id`, whether more follow, and
+    the total that match the filter."""
+    cond = _visible(producer, worker)
+    if status is not None:
+        cond.append(J.status == status)
+    if job_type is not None:
+        cond.append(J.type == job_type)
+    total = tx.conn.execute(sa.select(sa.func.count()).select_from(jobs).where(*cond)).scalar_one()
+    if before_id is not None:
+        cond.append(J.id < before_id)
+    rows = list(
+        tx.conn.execute(
+            sa.select(*ALL).where(*cond).order_by(J.id.desc()).limit(first + 1)
+        ).all()
+    )
+    return rows[:first], len(rows) > first, total
+
+
+def counts(
+    tx: Tx, *, producer: str | None, worker: str | None, job_type: str | None
+) -> dict[str, int]:
+    cond = _visible(producer, worker)
+    if job_type is not None:
+        cond.append(J.type == job_type)
+    stmt = sa.select(J.status, sa.func.count()).where(*cond).group_by(J.status)
+    found = {status: int(n) for status, n in tx.conn.execute(stmt).all()}
+    return {s: found.get(s, 0) for s in STATUSES}
+
+
+def prune(tx: Tx, status: str, finished_before: datetime, limit: int) -> int:
+    """Delete up to `limit` jobs of `status` finished before `finished_before`, with their
+    events; returns how many."""
+    ids = list(
+        tx.conn.execute(
+            sa.select(J.id)
+            .where(J.status == status, J.finished_at < finished_before)
+            .order_by(J.finished_at)
+            .limit(limit)
+        ).scalars()
+    )
+    if not ids:
+        return 0
+    # Re-check the status: a job retried since the select stays.
+    gone = list(
+        tx.conn.execute(
+            jobs.delete().where(J.id.in_(ids), J.status == status).returning(J.id)
+        ).scalars()
+    )
+    if gone:  # ON DELETE CASCADE does this too; say it for connections without FKs
+        tx.conn.execute(job_events.delete().where(job_events.c.job_id.in_(gone)))
+    return len(gone)
+
+
+def count_prunable(tx: Tx, status: str, finished_before: datetime) -> int:
+    stmt = sa.select(sa.func.count()).where(J.status == status, J.finished_at < finished_before)
+    return int(tx.conn.execute(stmt).scalar_one())

@@ -1,0 +1,116 @@
+"""SQLAlchemy Core tables: the schema the migrations create, and what every query names."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+metadata = sa.MetaData()
+
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+PENDING, RUNNING, COMPLETED, FAILED, CANCELLED = (
+    "pending",
+    "running",
+    "completed",
+    "failed",
+    "cancelled",
+)
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out, on every dialect."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime")
+        value = value.astimezone(UTC)
+        # SQLite compares the stored text: keep one fixed, offset-free format.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("type", sa.String(64), nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("priority", sa.SmallInteger, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("retry_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("max_retries", sa.Integer, nullable=False),
+    sa.Column("idempotency_key", sa.String(255)),
+    sa.Column("request_hash", sa.String(64)),
+    sa.Column("producer", sa.String(128), nullable=False),
+    sa.Column("run_at", UTCDateTime, nullable=False),
+    sa.Column("claimed_at", UTCDateTime),
+    sa.Column("worker_id", sa.String(128)),
+    sa.Column("lease_expires_at", UTCDateTime),
+    sa.Column("error", sa.Text),
+    sa.Column("result", sa.Text),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Column("finished_at", UTCDateTime),
+    sa.UniqueConstraint("producer", "idempotency_key", name="uq_jobs_producer_idempotency_key"),
+    sa.Index(
+        "ix_jobs_claim",
+        sa.text("priority DESC"),
+        "run_at",
+        "id",
+        sqlite_where=sa.text("status = 'pending'"),
+        postgresql_where=sa.text("status = 'pending'"),
+    ),
+    sa.Index(
+        "ix_jobs_lease",
+        "lease_expires_at",
+        sqlite_where=sa.text("status = 'running'"),
+        postgresql_where=sa.text("status = 'running'"),
+    ),
+    sa.Index("ix_jobs_status_type", "status", "type"),
+    sa.Index("ix_jobs_producer", "producer", "id"),
+    sa.Index("ix_jobs_worker", "worker_id", "id"),
+    sa.Index("ix_jobs_finished", "status", "finished_at"),
+)
+
+job_events = sa.Table(
+    "job_events",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column(
+        "job_id", BigId, sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("job_type", sa.String(64), nullable=False),
+    sa.Column("producer", sa.String(128), nullable=False),
+    sa.Column("worker_id", sa.String(128)),
+    sa.Column("previous_status", sa.String(16)),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("occurred_at", UTCDateTime, nullable=False),
+    sa.Index("ix_job_events_job", "job_id", "id"),
+)
+
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(128), nullable=False, unique=True),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("allowed_types", sa.Text),
+    sa.Column("max_priority", sa.SmallInteger, nullable=False),
+    sa.Column("secret_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("revoked_at", UTCDateTime),
+)
