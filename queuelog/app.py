@@ -103,9 +103,7 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         for name, value in scope["headers"]:
-            if name == b"content-length" and (
-                not value.isdigit() or int(value) > self.max_bytes
-            ):
+            if name == b"content-length" and (not value.isdigit() or int(value) > self.max_bytes):
                 await _too_large(self.max_bytes)(scope, receive, send)
                 return
         seen = 0
@@ -131,8 +129,14 @@ class _BodyTooLarge(Exception):
 
 def _too_large(limit: int) -> Response:
     return JSONResponse(
-        {"errors": [{"message": f"request body over {limit} bytes",
-                     "extensions": {"code": "PAYLOAD_TOO_LARGE"}}]},
+        {
+            "errors": [
+                {
+                    "message": f"request body over {limit} bytes",
+                    "extensions": {"code": "PAYLOAD_TOO_LARGE"},
+                }
+            ]
+        },
         status_code=413,
     )
 

@@ -74,7 +74,9 @@ def cmd_keys(args: argparse.Namespace) -> int:
             types = None if args.types is None else [t for t in args.types.split(",") if t]
             try:
                 key, secret = asyncio.run(
-                    s.keys.create(args.name, Role(args.role), types, Priority[args.max_priority.upper()])
+                    s.keys.create(
+                        args.name, Role(args.role), types, Priority[args.max_priority.upper()]
+                    )
                 )
             except DomainError as exc:
                 print(f"error: {exc.message}", file=sys.stderr)
@@ -83,9 +85,9 @@ def cmd_keys(args: argparse.Namespace) -> int:
             print(secret)
         elif args.keys_cmd == "list":
             for k in asyncio.run(s.keys.list()):
-                types = "*" if k.allowed_types is None else ",".join(k.allowed_types)
+                shown = "*" if k.allowed_types is None else ",".join(k.allowed_types)
                 state = "revoked" if k.revoked_at else "live"
-                print(f"{k.name}\t{k.role.value}\t{types}\t{k.max_priority.name.lower()}\t{state}")
+                print(f"{k.name}\t{k.role.value}\t{shown}\t{k.max_priority.name.lower()}\t{state}")
         elif args.keys_cmd == "revoke":
             if not asyncio.run(s.keys.revoke(args.name)):
                 print(f"error: no live key named {args.name!r}", file=sys.stderr)
@@ -145,9 +147,7 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--dry-run", action="store_true")
     pr.set_defaults(fn=cmd_prune)
 
-    sub.add_parser("export-schema", help="print the GraphQL SDL").set_defaults(
-        fn=cmd_export_schema
-    )
+    sub.add_parser("export-schema", help="print the GraphQL SDL").set_defaults(fn=cmd_export_schema)
     return p
 
 

@@ -76,7 +76,9 @@ class KeyStore:
         values = {
             "name": name,
             "role": role.value,
-            "allowed_types": None if allowed_types is None else orjson.dumps(allowed_types).decode(),
+            "allowed_types": None
+            if allowed_types is None
+            else orjson.dumps(allowed_types).decode(),
             "max_priority": int(max_priority),
             "secret_hash": hash_secret(secret),
             "created_at": datetime.now(UTC),

@@ -45,9 +45,7 @@ def may_see(role: Role, name: str, e: JobEvent) -> bool:
 
 
 class EventFeed:
-    def __init__(
-        self, db: Database, *, window: int = 10_000, poll_interval: float = 0.25
-    ) -> None:
+    def __init__(self, db: Database, *, window: int = 10_000, poll_interval: float = 0.25) -> None:
         self.db = db
         self.poll_interval = poll_interval
         self.head = 0  # newest event id this process has read

@@ -1,8 +1,9 @@
 """Assembles the Schema: the contract's root types over the resolvers, plus its extensions.
 
-Extensions are passed as instances built once: graphql-core's validation dominates a cheap
-request, and `ParserCache` + `ValidationCache` only help if the validation rules are not
-rebuilt per request.
+graphql-core's validation dominates a cheap request: `ParserCache` and `ValidationCache`
+(whose LRU caches live at module level, so the per-request factories below share them) keep
+parsing and validation off the hot path as long as the validation rules stay the same
+objects from one request to the next.
 """
 
 from __future__ import annotations
@@ -128,8 +129,10 @@ def build_schema() -> strawberry.Schema:
         mutation=Mutation,
         subscription=Subscription,
         extensions=[
-            ParserCache(maxsize=1024),
-            ValidationCache(maxsize=1024),
-            MaskUnexpected(should_mask_error=_unexpected, error_message="Internal server error"),
+            lambda: ParserCache(maxsize=1024),
+            lambda: ValidationCache(maxsize=1024),
+            lambda: MaskUnexpected(
+                should_mask_error=_unexpected, error_message="Internal server error"
+            ),
         ],
     )

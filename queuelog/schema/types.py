@@ -15,13 +15,17 @@ from queuelog.service.errors import DomainError
 if TYPE_CHECKING:
     from queuelog.resolvers.context import Context
 
-JobStatus = strawberry.enum(models.Status, name="JobStatus")
-JobPriority = strawberry.enum(
-    models.Priority,
+# The domain's enums are the GraphQL enums (registered here, used by their domain names).
+JobStatus = models.Status
+JobPriority = models.Priority
+Role = models.Role
+strawberry.enum(JobStatus, name="JobStatus")
+strawberry.enum(
+    JobPriority,
     name="JobPriority",
     description="Stored as 0, 10, 20, 30 so that ORDER BY priority DESC sorts directly.",
 )
-Role = strawberry.enum(models.Role, name="Role")
+strawberry.enum(Role, name="Role")
 
 
 @strawberry.enum
@@ -69,7 +73,7 @@ class Job:
     updated_at: datetime
     finished_at: datetime | None
 
-    @strawberry.field(description="This job's status changes, oldest first.")
+    @strawberry.field
     async def events(
         self, info: strawberry.Info[Context, None], first: int | None = 100
     ) -> list[JobEvent]:
@@ -271,4 +275,3 @@ class CreateApiKeyPayload:
     api_key: ApiKey | None = None
     secret: str | None = None
     user_errors: list[UserError] = strawberry.field(default_factory=list)
-

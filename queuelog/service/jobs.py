@@ -144,8 +144,12 @@ class JobService:
         row = jobs_sql.get(tx, job_id)
         if row is None or not visible(actor, row):
             raise errors.NotFound(f"no job {job_id}", ["id"])
-        values = {"status": "cancelled", "lease_expires_at": None, "finished_at": now,
-                  "updated_at": now}
+        values = {
+            "status": "cancelled",
+            "lease_expires_at": None,
+            "finished_at": now,
+            "updated_at": now,
+        }
         done = jobs_sql.transition(tx, job_id, (PENDING, RUNNING), values)
         if done is None:
             raise errors.InvalidState(
@@ -162,8 +166,15 @@ class JobService:
         row = jobs_sql.get(tx, job_id)
         if row is None:
             raise errors.NotFound(f"no job {job_id}", ["id"])
-        values = {"status": PENDING, "retry_count": 0, "run_at": now, "claimed_at": None,
-                  "lease_expires_at": None, "finished_at": None, "updated_at": now}
+        values = {
+            "status": PENDING,
+            "retry_count": 0,
+            "run_at": now,
+            "claimed_at": None,
+            "lease_expires_at": None,
+            "finished_at": None,
+            "updated_at": now,
+        }
         done = jobs_sql.transition(tx, job_id, ("failed", "cancelled"), values)
         if done is None:
             raise errors.InvalidState(
@@ -187,7 +198,10 @@ class JobService:
             chosen = [validation.job_type(actor, t, self.types, ["types"]).name for t in types]
         if lease_seconds is not None:
             validation.bounded(
-                lease_seconds, 1, self.settings.max_lease_seconds, "leaseSeconds",
+                lease_seconds,
+                1,
+                self.settings.max_lease_seconds,
+                "leaseSeconds",
                 ["leaseSeconds"],
             )
         if not chosen:
@@ -201,8 +215,7 @@ class JobService:
         now = self.clock()
         self._rescue(tx, now)
         lease_until = {
-            t: now + timedelta(seconds=lease_seconds or self.types[t].lease_seconds)
-            for t in types
+            t: now + timedelta(seconds=lease_seconds or self.types[t].lease_seconds) for t in types
         }
         return jobs_sql.claim(
             tx, worker=worker, now=now, types=types, limit=limit, lease_until=lease_until
@@ -212,7 +225,10 @@ class JobService:
         _require(actor, Role.WORKER)
         if lease_seconds is not None:
             validation.bounded(
-                lease_seconds, 1, self.settings.max_lease_seconds, "leaseSeconds",
+                lease_seconds,
+                1,
+                self.settings.max_lease_seconds,
+                "leaseSeconds",
                 ["leaseSeconds"],
             )
 
@@ -231,8 +247,13 @@ class JobService:
             )
 
         def values(row: Any, now: datetime) -> dict[str, Any]:
-            return {"status": "completed", "result": text, "lease_expires_at": None,
-                    "finished_at": now, "updated_at": now}
+            return {
+                "status": "completed",
+                "result": text,
+                "lease_expires_at": None,
+                "finished_at": now,
+                "updated_at": now,
+            }
 
         return Job.from_row(await self.db.write(self._settle, actor, job_id, values))
 
@@ -248,8 +269,13 @@ class JobService:
         def values(row: Any, now: datetime) -> dict[str, Any]:
             if retryable and row.retry_count < row.max_retries:
                 return self._retry_values(row, now, text)
-            return {"status": "failed", "error": text, "lease_expires_at": None,
-                    "finished_at": now, "updated_at": now}
+            return {
+                "status": "failed",
+                "error": text,
+                "lease_expires_at": None,
+                "finished_at": now,
+                "updated_at": now,
+            }
 
         row = await self.db.write(self._settle, actor, job_id, values)
         return Job.from_row(row), row.status == PENDING
@@ -259,9 +285,15 @@ class JobService:
         delay = backoff_seconds(
             row.retry_count, cfg.backoff_base_seconds, cfg.backoff_max_seconds, self.rand
         )
-        return {"status": PENDING, "retry_count": row.retry_count + 1, "error": error,
-                "run_at": now + timedelta(seconds=delay), "claimed_at": None,
-                "lease_expires_at": None, "updated_at": now}
+        return {
+            "status": PENDING,
+            "retry_count": row.retry_count + 1,
+            "error": error,
+            "run_at": now + timedelta(seconds=delay),
+            "claimed_at": None,
+            "lease_expires_at": None,
+            "updated_at": now,
+        }
 
     def _type(self, name: str) -> JobTypeConfig:
         # A job of a type no longer configured still gets the server's defaults.
@@ -337,8 +369,13 @@ class JobService:
             if row.retry_count < row.max_retries:
                 values = self._retry_values(row, now, LEASE_EXPIRED)
             else:
-                values = {"status": "failed", "error": LEASE_EXPIRED, "lease_expires_at": None,
-                          "finished_at": now, "updated_at": now}
+                values = {
+                    "status": "failed",
+                    "error": LEASE_EXPIRED,
+                    "lease_expires_at": None,
+                    "finished_at": now,
+                    "updated_at": now,
+                }
             jobs_sql.transition(tx, row.id, RUNNING, values, worker=row.worker_id)
         return len(rows)
 

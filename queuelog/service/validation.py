@@ -52,7 +52,9 @@ def idempotency_key(key: str, field: Sequence[str]) -> str:
     return key
 
 
-def run_at(req: EnqueueRequest, now: datetime, horizon: timedelta, prefix: Sequence[str]) -> datetime:
+def run_at(
+    req: EnqueueRequest, now: datetime, horizon: timedelta, prefix: Sequence[str]
+) -> datetime:
     """When the job becomes claimable: now, a delay from now, or a time not in the far past
     (a recent past time counts as now) and not beyond the horizon."""
     if req.run_at is not None and req.delay_seconds is not None:
@@ -114,8 +116,7 @@ def enqueue(
     text = serialize(payload, payload_limit, [*prefix, "payload"], "payload")
     if not actor.is_admin and req.priority > actor.max_priority:
         raise errors.PriorityNotAllowed(
-            f"priority {req.priority.name} is above this key's maximum "
-            f"{actor.max_priority.name}",
+            f"priority {req.priority.name} is above this key's maximum {actor.max_priority.name}",
             [*prefix, "priority"],
         )
     if not 0 <= req.max_retries <= MAX_RETRIES_LIMIT:

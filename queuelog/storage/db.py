@@ -92,9 +92,7 @@ class Database:
         self._commit_listeners: list[Callable[[], None]] = []
         if self.dialect == "sqlite":
             self.writer = self._sqlite_engine(1, True, sqlite_synchronous, busy_timeout_ms)
-            self.reader = self._sqlite_engine(
-                pool_size, False, sqlite_synchronous, busy_timeout_ms
-            )
+            self.reader = self._sqlite_engine(pool_size, False, sqlite_synchronous, busy_timeout_ms)
             self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="queuelog-writer")
             self._read_pool = ThreadPoolExecutor(pool_size, thread_name_prefix="queuelog-reader")
         else:

@@ -17,7 +17,7 @@ J = jobs.c
 ALL = tuple(J)
 STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 
-_INSERT = jobs.insert().returning(*ALL)
+_INSERT = jobs.insert().returning(*ALL, sort_by_parameter_order=True)
 _IDEMPOTENT_INSERT = {
     "sqlite": sqlite.insert(jobs)
     .on_conflict_do_nothing(index_elements=[J.producer, J.idempotency_key])
@@ -35,7 +35,7 @@ _CLAIM_ORDER = (J.priority.desc(), J.run_at, J.id)
 
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[Row[Any]]:
     """Insert jobs (none with an idempotency key), in order, recording their creation."""
-    rows = tx.conn.execute(_INSERT, list(values), sort_by_parameter_order=True).all()
+    rows = list(tx.conn.execute(_INSERT, list(values)).all())
     for row in rows:
         tx.record(row, None)
     return rows
@@ -102,7 +102,7 @@ def claim(
         )
     else:
         stmt = jobs.update().where(J.id.in_(pick.scalar_subquery())).values(values).returning(*ALL)
-    rows = tx.conn.execute(stmt, {"now": now}).all()
+    rows = list(tx.conn.execute(stmt, {"now": now}).all())
     rows.sort(key=lambda r: (-r.priority, r.run_at, r.id))
     for row in rows:
         tx.record(row, PENDING)
@@ -191,9 +191,7 @@ def page(
     if before_id is not None:
         cond.append(J.id < before_id)
     rows = list(
-        tx.conn.execute(
-            sa.select(*ALL).where(*cond).order_by(J.id.desc()).limit(first + 1)
-        ).all()
+        tx.conn.execute(sa.select(*ALL).where(*cond).order_by(J.id.desc()).limit(first + 1)).all()
     )
     return rows[:first], len(rows) > first, total
 

@@ -90,9 +90,7 @@ job_events = sa.Table(
     "job_events",
     metadata,
     sa.Column("id", BigId, primary_key=True, autoincrement=True),
-    sa.Column(
-        "job_id", BigId, sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False
-    ),
+    sa.Column("job_id", BigId, sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
     sa.Column("job_type", sa.String(64), nullable=False),
     sa.Column("producer", sa.String(128), nullable=False),
     sa.Column("worker_id", sa.String(128)),

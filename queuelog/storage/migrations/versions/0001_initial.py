@@ -43,9 +43,7 @@ def upgrade() -> None:
         sa.Column("created_at", UTCDateTime, nullable=False),
         sa.Column("updated_at", UTCDateTime, nullable=False),
         sa.Column("finished_at", UTCDateTime),
-        sa.UniqueConstraint(
-            "producer", "idempotency_key", name="uq_jobs_producer_idempotency_key"
-        ),
+        sa.UniqueConstraint("producer", "idempotency_key", name="uq_jobs_producer_idempotency_key"),
     )
     op.create_index(
         "ix_jobs_claim",
@@ -69,9 +67,7 @@ def upgrade() -> None:
     op.create_table(
         "job_events",
         sa.Column("id", BigId, primary_key=True, autoincrement=True),
-        sa.Column(
-            "job_id", BigId, sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False
-        ),
+        sa.Column("job_id", BigId, sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
         sa.Column("job_type", sa.String(64), nullable=False),
         sa.Column("producer", sa.String(128), nullable=False),
         sa.Column("worker_id", sa.String(128)),

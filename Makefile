@@ -1,0 +1,40 @@
+# queuelog — `make serve` and `make test` do all the set-up on a fresh machine.
+VENV   ?= .venv
+PYTHON ?= python3
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+.PHONY: serve test lint typecheck bench bench-smoke schema clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+serve: $(STAMP)
+	$(BIN)/queuelog serve
+
+lint: $(STAMP)
+	$(BIN)/ruff check queuelog tests bench
+	$(BIN)/ruff format --check queuelog tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: $(STAMP)
+	bash scripts/ensure-postgres.sh
+	$(MAKE) lint typecheck
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	bash scripts/ensure-postgres.sh
+	$(BIN)/python -m bench
+
+schema: $(STAMP)
+	$(BIN)/queuelog export-schema > schema.graphql
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
