@@ -31,6 +31,26 @@ _BY_KEY = sa.select(*ALL).where(
     J.producer == sa.bindparam("producer"), J.idempotency_key == sa.bindparam("key")
 )
 _CLAIM_ORDER = (J.priority.desc(), J.run_at, J.id)
+# The claim must read the partial index ix_jobs_claim. A partial index serves only a query
+# whose WHERE names its literal (`status = 'pending'`, not a bound parameter: PostgreSQL's
+# generic plans then fall back to ix_jobs_status_type and a sort). SQLite's planner, without
+# statistics, prefers the equality index ix_jobs_status_type and sorts every pending job of
+# the types asked for; INDEXED BY holds it to the claim index (SQLAlchemy renders no hints
+# on SQLite, hence the text).
+_IS_PENDING = J.status == sa.literal_column(f"'{PENDING}'")
+_SQLITE_PICK = (
+    sa.text(
+        "SELECT id FROM jobs INDEXED BY ix_jobs_claim"
+        f" WHERE status = '{PENDING}' AND run_at <= :now AND type IN :types"
+        " ORDER BY priority DESC, run_at, id LIMIT :limit"
+    )
+    .bindparams(
+        sa.bindparam("now", type_=UTCDateTime),
+        sa.bindparam("types", expanding=True),
+        sa.bindparam("limit"),
+    )
+    .columns(J.id)
+)
 
 
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[Row[Any]]:
@@ -71,12 +91,6 @@ def claim(
     lease_until: Mapping[str, datetime],
 ) -> list[Row[Any]]:
     """Claim up to `limit` claimable jobs of `types` in one statement, most urgent first."""
-    pick = (
-        sa.select(J.id)
-        .where(J.status == PENDING, J.run_at <= sa.bindparam("now"), J.type.in_(types))
-        .order_by(*_CLAIM_ORDER)
-        .limit(limit)
-    )
     leases = set(lease_until.values())
     lease: sa.ColumnElement[Any]
     if len(leases) == 1:
@@ -92,8 +106,16 @@ def claim(
         "updated_at": sa.bindparam("now"),
         "lease_expires_at": lease,
     }
+    params: dict[str, Any] = {"now": now}
     if tx.dialect == "postgresql":
-        chosen = pick.with_for_update(skip_locked=True).cte("chosen")
+        chosen = (
+            sa.select(J.id)
+            .where(_IS_PENDING, J.run_at <= sa.bindparam("now"), J.type.in_(types))
+            .order_by(*_CLAIM_ORDER)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+            .cte("chosen")
+        )
         stmt = (
             jobs.update()
             .where(J.id == chosen.c.id, J.status == PENDING)
@@ -101,8 +123,9 @@ def claim(
             .returning(*ALL)
         )
     else:
-        stmt = jobs.update().where(J.id.in_(pick.scalar_subquery())).values(values).returning(*ALL)
-    rows = list(tx.conn.execute(stmt, {"now": now}).all())
+        stmt = jobs.update().where(J.id.in_(_SQLITE_PICK)).values(values).returning(*ALL)
+        params.update(types=list(types), limit=limit)
+    rows = list(tx.conn.execute(stmt, params).all())
     rows.sort(key=lambda r: (-r.priority, r.run_at, r.id))
     for row in rows:
         tx.record(row, PENDING)
