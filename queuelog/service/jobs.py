@@ -28,7 +28,7 @@ from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, Tx
 
-PENDING, RUNNING = Status.PENDING.value, Status.RUNNING.value
+PENDING, RUNNING, FAILED = Status.PENDING.value, Status.RUNNING.value, Status.FAILED.value
 LEASE_EXPIRED = "lease expired"
 BATCH_MAX = 500
 CLAIM_MAX = 100
@@ -321,7 +321,7 @@ class JobService:
             if done is not None:
                 return done
             row = jobs_sql.get(tx, job_id)
-        raise self._refusal(actor, row, job_id, now)
+        raise self._refusal(tx, actor, row, job_id)
 
     @staticmethod
     def _holds(actor: Actor, row: Any, now: datetime) -> bool:
@@ -333,22 +333,31 @@ class JobService:
         )
 
     @staticmethod
-    def _refusal(actor: Actor, row: Any, job_id: int, now: datetime) -> errors.DomainError:
-        """Why a holder-only transition was refused, revealing nothing of a job the caller
-        may not see beyond the contract's NOT_JOB_OWNER for a job someone else runs."""
+    def _refusal(tx: Tx, actor: Actor, row: Any, job_id: int) -> errors.DomainError:
+        """Why a holder-only transition was refused. A worker that lost the job (its lease
+        expired, whatever became of the job since) hears NOT_JOB_OWNER; the last holder of a
+        job that was cancelled or finished hears INVALID_STATE with the job; a caller that
+        never held the job learns nothing beyond NOT_JOB_OWNER for a job someone else runs."""
         if row is None:
             return errors.NotFound(f"no job {job_id}", ["id"])
+        mine = row.worker_id == actor.name
         if row.status == RUNNING:
-            if row.worker_id == actor.name:
+            if mine:
                 return errors.NotJobOwner("your lease on this job has expired", ["id"])
             return errors.NotJobOwner("the job is held by another worker", ["id"])
-        if row.status == PENDING and row.worker_id == actor.name:
+        if mine and (
+            row.status == PENDING or (row.status == FAILED and row.error == LEASE_EXPIRED)
+        ):
             return errors.NotJobOwner(
                 "your lease on this job expired and the job was given back to the queue", ["id"]
             )
         if visible(actor, row):
             return errors.InvalidState(
                 f"the job is {row.status}, not running", ["id"], Job.from_row(row)
+            )
+        if actor.role is Role.WORKER and jobs_sql.held_before(tx, job_id, actor.name):
+            return errors.NotJobOwner(
+                "your lease on this job expired; another worker took it", ["id"]
             )
         return errors.NotFound(f"no job {job_id}", ["id"])
 

@@ -184,6 +184,17 @@ def expired_leases(tx: Tx, now: datetime, limit: int) -> list[Row[Any]]:
     return list(tx.conn.execute(stmt).all())
 
 
+def held_before(tx: Tx, job_id: int, worker: str) -> bool:
+    """Whether `worker` ever claimed the job (its history says so)."""
+    E = job_events.c
+    stmt = (
+        sa.select(E.id)
+        .where(E.job_id == job_id, E.status == RUNNING, E.worker_id == worker)
+        .limit(1)
+    )
+    return tx.conn.execute(stmt).first() is not None
+
+
 def _visible(producer: str | None, worker: str | None) -> list[sa.ColumnElement[bool]]:
     cond: list[sa.ColumnElement[bool]] = []
     if producer is not None:
