@@ -79,3 +79,9 @@ _types = itertools.cycle(JOB_TYPES[3:])
 def job_type() -> str:
     """A job type no other test in this session uses (1,000 in the pool)."""
     return next(_types)
+
+
+@pytest.fixture
+def other_job_type(job_type: str) -> str:
+    """A second job type of the test's own, for tests about keys restricted to one type."""
+    return next(_types)

@@ -1,0 +1,199 @@
+"""V-01: no authentication. Every operation but `__typename` and introspection needs a live
+bearer key; a bad key is refused with 401; roles are enforced with FORBIDDEN."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.api.attack import (
+    COMPLETE,
+    FAIL,
+    api_keys,
+    claim,
+    enqueued,
+    send,
+    snapshot,
+    top_level_codes,
+)
+from tests.support import ADMIN_SECRET, LiveServer
+
+# One operation per root field, with arguments that would do harm if they ran.
+QUERIES = {
+    "viewer": "{ viewer { name role } }",
+    "job": "query($id: ID!) { job(id: $id) { id status } }",
+    "jobs": "query($type: String) { jobs(type: $type) { totalCount } }",
+    "queueStats": "query($type: String) { queueStats(type: $type) { pending running } }",
+    "apiKeys": "{ apiKeys { name } }",
+}
+MUTATIONS = {
+    "enqueueJob": """mutation($type: String!) {
+        enqueueJob(input: {type: $type, priority: CRITICAL}) { created } }""",
+    "enqueueJobs": """mutation($type: String!) {
+        enqueueJobs(inputs: [{type: $type}, {type: $type}]) { jobs { id } } }""",
+    "claimJob": "mutation($type: String!) { claimJob(types: [$type]) { job { id } } }",
+    "claimJobs": "mutation($type: String!) { claimJobs(limit: 5, types: [$type]) { jobs { id } } }",
+    "heartbeatJob": "mutation($id: ID!) { heartbeatJob(id: $id, leaseSeconds: 9) { job { id } } }",
+    "completeJob": "mutation($id: ID!) { completeJob(id: $id, result: {x: 1}) { job { id } } }",
+    "failJob": """mutation($id: ID!) {
+        failJob(id: $id, error: "boom", retryable: false) { job { id } } }""",
+    "cancelJob": "mutation($id: ID!) { cancelJob(id: $id) { job { id } } }",
+    "retryJob": "mutation($failed: ID!) { retryJob(id: $failed) { job { id } } }",
+    "createApiKey": """mutation($name: String!) {
+        createApiKey(input: {name: $name, role: ADMIN}) { secret } }""",
+    "revokeApiKey": "mutation($victim: String!) { revokeApiKey(name: $victim) }",
+}
+REVOKE = "mutation($n: String!) { revokeApiKey(name: $n) }"
+FIELDS = """query($type: String!) { __type(name: $type) { fields { name } } }"""
+
+
+def _fixture(server: LiveServer, job_type: str) -> dict[str, Any]:
+    """A RUNNING job, a FAILED job and a live worker key to aim the attacks at."""
+    worker_name = server.unique_name("victim-worker")
+    worker = server.create_key("WORKER", [job_type], name=worker_name)
+    failed = enqueued(server, ADMIN_SECRET, type=job_type, maxRetries=0)
+    claimed = claim(server, worker, [job_type])["job"]
+    out = server.gql(FAIL, {"id": failed["id"], "error": "x", "retryable": False}, worker)
+    assert out["failJob"]["job"]["status"] == "FAILED"
+    running = enqueued(server, ADMIN_SECRET, type=job_type)
+    assert claim(server, worker, [job_type])["job"]["id"] == running["id"]
+    assert claimed["id"] == failed["id"]
+    return {
+        "type": job_type,
+        "id": running["id"],
+        "failed": failed["id"],
+        "name": server.unique_name("intruder"),
+        "victim": worker_name,
+        "worker": worker,
+    }
+
+
+def _used_vars(doc: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in args.items() if f"${k}" in doc}
+
+
+def test_v01_every_root_field_is_listed(server: LiveServer) -> None:
+    """The tables above must name every root field, so a new field cannot skip these tests."""
+    for root, table in (("Query", QUERIES), ("Mutation", MUTATIONS)):
+        fields = server.gql(FIELDS, {"type": root})["__type"]["fields"]
+        assert {f["name"] for f in fields} == set(table), root
+
+
+def test_v01_no_header_every_field_unauthenticated(server: LiveServer, job_type: str) -> None:
+    args = _fixture(server, job_type)
+    before, keys_before = snapshot(server, job_type), api_keys(server)
+    for name, doc in {**QUERIES, **MUTATIONS}.items():
+        resp = send(server, doc, _used_vars(doc, args), {})
+        body = resp.json()
+        assert resp.status_code == 200, (name, body)
+        assert body["data"] in (None, {name: None}), (name, body)
+        assert top_level_codes(body) == ["UNAUTHENTICATED"], (name, body)
+        assert body["errors"][0]["path"] == [name]
+        assert "Bearer" in body["errors"][0]["message"]
+    assert snapshot(server, job_type) == before
+    assert api_keys(server) == keys_before
+
+
+def test_v01_introspection_and_typename_answer_anonymously(server: LiveServer) -> None:
+    assert server.gql("{ __typename }") == {"__typename": "Query"}
+    assert server.gql("mutation { __typename }") == {"__typename": "Mutation"}
+    schema = server.gql("{ __schema { queryType { name } mutationType { name } } }")
+    assert schema["__schema"] == {
+        "queryType": {"name": "Query"},
+        "mutationType": {"name": "Mutation"},
+    }
+
+
+BAD_HEADERS = {
+    "basic scheme": "Basic YWRtaW46YWRtaW4=",
+    "bearer without token": "Bearer",
+    "token without scheme": ADMIN_SECRET,
+    "unknown key": "Bearer ql_" + "A" * 43,
+    "admin secret with a typo": "Bearer " + ADMIN_SECRET[:-1] + "X",
+    "oversized key": "Bearer ql_" + "x" * 5000,
+    "sql in key": "Bearer ql_' OR '1'='1",
+}
+
+
+def test_v01_bad_header_refused_with_401(server: LiveServer, job_type: str) -> None:
+    """A key that was sent and is not live is refused outright, even for `__typename`, so a
+    typo never silently runs as nobody."""
+    args = _fixture(server, job_type)
+    before, keys_before = snapshot(server, job_type), api_keys(server)
+    for what, header in BAD_HEADERS.items():
+        for name, doc in {"__typename": "{ __typename }", **QUERIES, **MUTATIONS}.items():
+            resp = send(server, doc, _used_vars(doc, args), {"Authorization": header})
+            assert resp.status_code == 401, (what, name, resp.text)
+            assert top_level_codes(resp.json()) == ["UNAUTHENTICATED"], (what, name, resp.text)
+            assert resp.headers["www-authenticate"].startswith("Bearer")
+            assert "data" not in resp.json()
+    assert snapshot(server, job_type) == before
+    assert api_keys(server) == keys_before
+
+
+def test_v01_revoked_key_refused_at_once(server: LiveServer, job_type: str) -> None:
+    name = server.unique_name("leaving")
+    key = server.create_key("PRODUCER", [job_type], name=name)
+    assert server.gql("{ viewer { name } }", key=key)["viewer"]["name"] == name
+    enqueued(server, key, type=job_type)
+
+    revoked = server.gql(REVOKE, {"n": name}, ADMIN_SECRET)
+    assert revoked == {"revokeApiKey": True}
+    before = snapshot(server, job_type)
+    for doc in (QUERIES["viewer"], MUTATIONS["enqueueJob"]):
+        resp = server.post(doc, {"type": job_type}, key)
+        assert resp.status_code == 401
+        assert top_level_codes(resp.json()) == ["UNAUTHENTICATED"]
+    assert snapshot(server, job_type) == before
+    assert api_keys(server)[name]["revokedAt"] is not None
+    # Revoking again, or revoking nobody, reports that nothing was revoked.
+    again = server.gql(REVOKE, {"n": name}, ADMIN_SECRET)
+    assert again == {"revokeApiKey": False}
+    nobody = server.gql(REVOKE, {"n": name + "-nobody"}, ADMIN_SECRET)
+    assert nobody == {"revokeApiKey": False}
+
+
+def _forbidden(server: LiveServer, key: str, doc: str, args: dict[str, Any]) -> dict[str, Any]:
+    resp = server.post(doc, _used_vars(doc, args), key)
+    body = resp.json()
+    assert resp.status_code == 200, body
+    assert top_level_codes(body) == ["FORBIDDEN"], body
+    assert body["data"] is None
+    return dict(body)
+
+
+def test_v01_wrong_role_forbidden(server: LiveServer, job_type: str) -> None:
+    args = _fixture(server, job_type)
+    producer = server.create_key("PRODUCER", [job_type], max_priority="CRITICAL")
+    worker = args["worker"]
+    enqueued(server, producer, type=job_type)
+    before, keys_before = snapshot(server, job_type), api_keys(server)
+
+    producer_may_not = ["claimJob", "claimJobs", "heartbeatJob", "completeJob", "failJob"]
+    worker_may_not = ["enqueueJob", "enqueueJobs", "cancelJob"]
+    admin_only = ["retryJob", "createApiKey", "revokeApiKey"]
+    for name in producer_may_not + admin_only:
+        body = _forbidden(server, producer, MUTATIONS[name], args)
+        assert "producer" in body["errors"][0]["message"], name
+    for name in worker_may_not + admin_only:
+        _forbidden(server, worker, MUTATIONS[name], args)
+    for key in (producer, worker):
+        _forbidden(server, key, QUERIES["apiKeys"], args)
+        # Not even the admin key itself can be revoked by a non-admin.
+        _forbidden(server, key, MUTATIONS["revokeApiKey"], {"victim": "admin"})
+
+    assert snapshot(server, job_type) == before
+    assert api_keys(server) == keys_before
+    assert server.gql("{ viewer { role } }", key=ADMIN_SECRET)["viewer"]["role"] == "ADMIN"
+
+
+def test_v01_settling_by_a_producer_is_forbidden(server: LiveServer, job_type: str) -> None:
+    args = _fixture(server, job_type)
+    producer = server.create_key("PRODUCER", [job_type])
+    before = snapshot(server, job_type)
+    for doc, variables in (
+        (COMPLETE, {"id": args["id"], "result": {"forged": True}}),
+        (FAIL, {"id": args["id"], "error": "forged", "retryable": False}),
+    ):
+        resp = server.post(doc, variables, producer)
+        assert top_level_codes(resp.json()) == ["FORBIDDEN"], resp.text
+    assert snapshot(server, job_type) == before
