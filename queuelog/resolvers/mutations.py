@@ -133,7 +133,10 @@ async def create_api_key(info: Info, input: CreateApiKeyInput) -> CreateApiKeyPa
     allowed = None if input.allowed_types in (None, strawberry.UNSET) else input.allowed_types
     try:
         key, secret = await info.context.keys.create(
-            input.name, input.role, allowed, input.max_priority or Priority.MEDIUM
+            input.name,
+            input.role,
+            allowed,
+            Priority.MEDIUM if input.max_priority is None else input.max_priority,
         )
     except DomainError as exc:
         return CreateApiKeyPayload(user_errors=[UserError.of(exc)])
