@@ -16,8 +16,8 @@ TOML = """
 lease_seconds = 7
 
 [types.backoff]
-backoff_base_seconds = 2
-backoff_max_seconds = 5
+backoff_base_seconds = 0.25
+backoff_max_seconds = 0.6
 
 [types.instant]
 backoff_base_seconds = 0
