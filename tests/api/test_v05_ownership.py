@@ -1,0 +1,103 @@
+"""V-05: anyone settles any job. Only the worker holding a live lease may complete, fail or
+heartbeat a job; anyone else gets NOT_JOB_OWNER (or FORBIDDEN for a non-worker role) and the
+job is left exactly as it was."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.api.attack import (
+    COMPLETE,
+    FAIL,
+    HEARTBEAT,
+    admin_job,
+    claim,
+    enqueued,
+    snapshot,
+    top_level_codes,
+)
+from tests.support import ADMIN_SECRET, LiveServer
+
+ATTEMPTS = [
+    ("completeJob", COMPLETE, {"result": {"forged": True}}),
+    ("failJob", FAIL, {"error": "sabotage", "retryable": False}),
+    ("heartbeatJob", HEARTBEAT, {}),
+]
+
+
+def _held(server: LiveServer, job_type: str, lease: int | None = None) -> tuple[str, str]:
+    """A job of `job_type` claimed by a fresh worker; returns (job id, worker key)."""
+    worker = server.create_key("WORKER", [job_type])
+    job = enqueued(server, ADMIN_SECRET, type=job_type)
+    claimed = claim(server, worker, [job_type], lease)["job"]
+    assert claimed["id"] == job["id"]
+    return job["id"], worker
+
+
+def _attempt(server: LiveServer, key: str, doc: str, job_id: str, extra: dict[str, Any]) -> Any:
+    return server.post(doc, {"id": job_id, **extra}, key).json()
+
+
+def test_v05_other_worker_cannot_settle(server: LiveServer, job_type: str) -> None:
+    job_id, holder = _held(server, job_type)
+    intruder = server.create_key("WORKER", [job_type])
+    before = snapshot(server, job_type)
+    for name, doc, extra in ATTEMPTS:
+        body = _attempt(server, intruder, doc, job_id, extra)
+        payload = body["data"][name]
+        assert payload["userErrors"][0]["code"] == "NOT_JOB_OWNER", (name, body)
+        assert payload["userErrors"][0]["field"] == ["id"]
+        assert payload["job"] is None, "the intruder learns nothing about the job"
+    assert snapshot(server, job_type) == before
+    # The holder still can.
+    done = server.gql(COMPLETE, {"id": job_id, "result": {"ok": 1}}, holder)["completeJob"]
+    assert done["userErrors"] == [] and done["job"]["status"] == "COMPLETED"
+
+
+def test_v05_producer_cannot_settle(server: LiveServer, job_type: str) -> None:
+    job_id, _holder = _held(server, job_type)
+    producer = server.create_key("PRODUCER", [job_type])
+    before = snapshot(server, job_type)
+    for _name, doc, extra in ATTEMPTS:
+        body = _attempt(server, producer, doc, job_id, extra)
+        assert top_level_codes(body) == ["FORBIDDEN"], body
+    assert snapshot(server, job_type) == before
+
+
+def test_v05_admin_cannot_settle_a_job_a_worker_holds(server: LiveServer, job_type: str) -> None:
+    job_id, _holder = _held(server, job_type)
+    before = snapshot(server, job_type)
+    for name, doc, extra in ATTEMPTS:
+        payload = _attempt(server, ADMIN_SECRET, doc, job_id, extra)["data"][name]
+        assert [e["code"] for e in payload["userErrors"]] == ["NOT_JOB_OWNER"], (name, payload)
+    assert snapshot(server, job_type) == before
+
+
+def test_v05_unclaimed_job_cannot_be_settled(server: LiveServer, job_type: str) -> None:
+    worker = server.create_key("WORKER", [job_type])
+    job = enqueued(server, ADMIN_SECRET, type=job_type)
+    before = snapshot(server, job_type)
+    for name, doc, extra in ATTEMPTS:
+        payload = _attempt(server, worker, doc, job["id"], extra)["data"][name]
+        # The worker never held it, so for this worker the job does not exist.
+        assert [e["code"] for e in payload["userErrors"]] == ["NOT_FOUND"], (name, payload)
+        assert payload["job"] is None
+    for missing in ("999999999", "-1", "abc", "1 OR 1=1"):
+        payload = _attempt(server, worker, COMPLETE, missing, {})["data"]["completeJob"]
+        assert [e["code"] for e in payload["userErrors"]] == ["NOT_FOUND"], (missing, payload)
+    assert snapshot(server, job_type) == before
+
+
+def test_v05_expired_lease_is_not_ownership(server: LiveServer, job_type: str) -> None:
+    job_id, holder = _held(server, job_type, lease=1)
+    time.sleep(1.2)
+    for name, doc, extra in ATTEMPTS:
+        payload = _attempt(server, holder, doc, job_id, extra)["data"][name]
+        assert [e["code"] for e in payload["userErrors"]] == ["NOT_JOB_OWNER"], (name, payload)
+    job = admin_job(server, job_id)
+    # The server may have given the job back to the queue meanwhile; it was never settled
+    # by the worker whose lease ran out.
+    assert job["status"] in ("RUNNING", "PENDING"), job
+    assert job["result"] is None
+    assert job["error"] in (None, "lease expired"), job
