@@ -1,0 +1,168 @@
+"""Cancel and retry, results, and batches, through the HTTP API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.production.helpers import (
+    CANCEL,
+    CLAIM_MANY,
+    COMPLETE,
+    ENQUEUE_MANY,
+    FAIL,
+    HEARTBEAT,
+    RETRY,
+    Keys,
+    transitions,
+)
+from tests.support import ADMIN_SECRET, LiveServer
+
+
+def _codes(payload: dict[str, Any]) -> list[str]:
+    return [e["code"] for e in payload["userErrors"]]
+
+
+def test_producer_cancels_a_running_job_and_the_holder_learns_it(
+    prod: LiveServer, job_type: str
+) -> None:
+    keys = Keys.make(prod, job_type)
+    job = keys.enqueue()
+    keys.claim(lease=60)
+    cancelled = keys.call(CANCEL, keys.producer, id=job["id"])
+    assert cancelled["userErrors"] == [] and cancelled["job"]["status"] == "CANCELLED"
+
+    beat = keys.call(HEARTBEAT, id=job["id"], lease=60)
+    assert _codes(beat) == ["INVALID_STATE"]
+    assert beat["job"]["status"] == "CANCELLED"  # the holder sees why it should stop
+    for op, args in ((COMPLETE, {"result": {"x": 1}}), (FAIL, {"error": "e"})):
+        out = keys.call(op, id=job["id"], **args)
+        assert _codes(out) == ["INVALID_STATE"], out
+    final = keys.job(job["id"])
+    assert final["status"] == "CANCELLED" and final["result"] is None
+    assert final["leaseExpiresAt"] is None and final["finishedAt"] is not None
+    assert transitions(final)[-1] == ("RUNNING", "CANCELLED")
+
+
+def test_cancel_rules(prod: LiveServer, job_type: str) -> None:
+    keys = Keys.make(prod, job_type)
+    stranger = prod.create_key("PRODUCER", [job_type])
+    pending = keys.enqueue()
+    # Another producer cannot see, so cannot cancel, this job; a worker may not cancel.
+    assert _codes(keys.call(CANCEL, stranger, id=pending["id"])) == ["NOT_FOUND"]
+    forbidden = prod.post(CANCEL, {"id": pending["id"]}, keys.worker).json()
+    assert forbidden["errors"][0]["extensions"]["code"] == "FORBIDDEN"
+    assert keys.job(pending["id"])["status"] == "PENDING"
+
+    assert keys.call(CANCEL, keys.producer, id=pending["id"])["job"]["status"] == "CANCELLED"
+    again = keys.call(CANCEL, keys.producer, id=pending["id"])
+    assert _codes(again) == ["INVALID_STATE"]
+    assert keys.claim() is None  # a cancelled job is never claimed
+
+    other = keys.enqueue()
+    assert keys.call(CANCEL, ADMIN_SECRET, id=other["id"])["job"]["status"] == "CANCELLED"
+
+
+def test_admin_retries_failed_and_cancelled_jobs(prod: LiveServer, job_type: str) -> None:
+    keys = Keys.make(prod, job_type)
+    failed = keys.enqueue(maxRetries=3)
+    keys.claim()
+    keys.call(FAIL, id=failed["id"], error="no", retryable=False)
+    cancelled = keys.enqueue()
+    keys.call(CANCEL, keys.producer, id=cancelled["id"])
+    pending = keys.enqueue()
+
+    forbidden = prod.post(RETRY, {"id": failed["id"]}, keys.producer).json()
+    assert forbidden["errors"][0]["extensions"]["code"] == "FORBIDDEN"
+    assert _codes(keys.call(RETRY, ADMIN_SECRET, id=pending["id"])) == ["INVALID_STATE"]
+    for job in (failed, cancelled):
+        out = keys.call(RETRY, ADMIN_SECRET, id=job["id"])
+        assert out["userErrors"] == []
+        assert out["job"]["status"] == "PENDING" and out["job"]["retryCount"] == 0
+        assert out["job"]["finishedAt"] is None
+    claimed = {keys.claim()["id"] for _ in range(3)}  # type: ignore[index]
+    assert claimed == {failed["id"], cancelled["id"], pending["id"]}
+
+
+def test_complete_stores_a_result_within_the_payload_limit(prod: LiveServer, job_type: str) -> None:
+    keys = Keys.make(prod, job_type)
+    job = keys.enqueue()
+    keys.claim()
+    too_big = keys.call(COMPLETE, id=job["id"], result={"blob": "x" * 70_000})
+    assert _codes(too_big) == ["PAYLOAD_TOO_LARGE"]
+    assert too_big["userErrors"][0]["field"] == ["result"]
+    assert keys.job(job["id"])["status"] == "RUNNING"
+    result = {"pages": 3, "nested": {"ok": True, "list": [1, "two", None]}}
+    done = keys.call(COMPLETE, id=job["id"], result=result)
+    assert done["userErrors"] == [] and done["job"]["result"] == result
+    assert keys.job(job["id"])["result"] == result
+
+
+def _inputs(job_type: str, n: int, **extra: Any) -> list[dict[str, Any]]:
+    return [{"type": job_type, "payload": {"i": i}, **extra} for i in range(n)]
+
+
+def test_enqueue_jobs_is_all_or_nothing(prod: LiveServer, job_type: str) -> None:
+    keys = Keys.make(prod, job_type)
+    for n in (0, 501):
+        out = keys.call(ENQUEUE_MANY, keys.producer, inputs=_inputs(job_type, n))
+        assert _codes(out) == ["VALIDATION_FAILED"] and out["jobs"] == []
+    bad = _inputs(job_type, 5)
+    bad[3]["priority"] = "CRITICAL"  # above the key's maxPriority
+    out = keys.call(ENQUEUE_MANY, keys.producer, inputs=bad)
+    assert _codes(out) == ["PRIORITY_NOT_ALLOWED"] and out["jobs"] == []
+    assert out["userErrors"][0]["field"] == ["inputs", "3", "priority"]
+    assert keys.stats()["pending"] == 0
+
+    out = keys.call(ENQUEUE_MANY, keys.producer, inputs=_inputs(job_type, 500))
+    assert out["userErrors"] == [] and len(out["jobs"]) == 500
+    assert [j["type"] for j in out["jobs"]] == [job_type] * 500
+    assert keys.stats()["pending"] == 500
+
+
+def test_enqueue_jobs_idempotency_per_input(prod: LiveServer, job_type: str) -> None:
+    keys = Keys.make(prod, job_type)
+    first = keys.call(
+        ENQUEUE_MANY, keys.producer, inputs=_inputs(job_type, 1, idempotencyKey="k-0")
+    )["jobs"][0]
+    batch = [
+        {"type": job_type, "payload": {"i": 0}, "idempotencyKey": "k-0"},  # a repeat
+        {"type": job_type, "payload": {"i": 1}, "idempotencyKey": "k-1"},
+        {"type": job_type, "payload": {"i": 2}},
+    ]
+    out = keys.call(ENQUEUE_MANY, keys.producer, inputs=batch)
+    assert out["userErrors"] == []
+    assert out["jobs"][0]["id"] == first["id"]
+    assert len({j["id"] for j in out["jobs"]}) == 3
+    assert keys.stats()["pending"] == 3
+
+    # The same key with a different request: the whole batch is refused.
+    reused = [
+        {"type": job_type, "payload": {"i": 9}},
+        {"type": job_type, "payload": {"i": 99}, "idempotencyKey": "k-1"},
+    ]
+    out = keys.call(ENQUEUE_MANY, keys.producer, inputs=reused)
+    assert _codes(out) == ["IDEMPOTENCY_KEY_REUSED"]
+    assert out["userErrors"][0]["field"] == ["inputs", "1", "idempotencyKey"]
+    assert keys.stats()["pending"] == 3
+
+
+def test_claim_jobs_takes_the_most_urgent_up_to_the_limit(prod: LiveServer, job_type: str) -> None:
+    keys = Keys.make(prod, job_type)
+    for n in (0, 101):
+        out = keys.call(CLAIM_MANY, limit=n, types=[job_type])
+        assert _codes(out) == ["VALIDATION_FAILED"] and out["jobs"] == []
+    urgent = keys.enqueue(priority="MEDIUM")
+    keys.call(ENQUEUE_MANY, keys.producer, inputs=_inputs(job_type, 150))
+    out = keys.call(CLAIM_MANY, limit=100, types=[job_type], lease=30)
+    assert len(out["jobs"]) == 100 and out["jobs"][0]["id"] == urgent["id"]
+    assert {j["status"] for j in out["jobs"]} == {"RUNNING"}
+    rest = keys.call(CLAIM_MANY, keys.worker2, limit=100, types=[job_type])["jobs"]
+    assert len(rest) == 51
+    assert not {j["id"] for j in out["jobs"]} & {j["id"] for j in rest}
+    assert keys.stats() == {
+        "pending": 0,
+        "running": 151,
+        "completed": 0,
+        "failed": 0,
+        "cancelled": 0,
+    }
