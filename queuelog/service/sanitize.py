@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 REDACTED = "[REDACTED]"
+TRUNCATED = " …[truncated]"
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # scheme://user:password@host -> scheme://[REDACTED]@host (DSNs, URLs with credentials)
@@ -42,5 +43,5 @@ def sanitize_error(text: str, max_chars: int) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     if len(text) > max_chars:
-        text = text[: max_chars - 14] + " …[truncated]"
+        text = text[: max_chars - len(TRUNCATED)] + TRUNCATED
     return text
