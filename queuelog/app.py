@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from starlette.applications import Starlette
@@ -17,13 +18,22 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
-from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 
-from queuelog.auth.backend import ApiKeyBackend, InvalidKey, Principal, bearer
+from queuelog.auth.backend import (
+    ApiKeyBackend,
+    InvalidKey,
+    Principal,
+    TooManyFailures,
+    bearer,
+    client_address,
+)
 from queuelog.auth.keys import KeyStore
+from queuelog.auth.ratelimit import RateLimited, TokenBuckets
 from queuelog.config import Settings
+from queuelog.edge import API_CSP, EdgeHeaders, KeyRateLimit, SpecGraphQL, page_csp, rate_limited
 from queuelog.events.feed import EventFeed
+from queuelog.events.sessions import Session
 from queuelog.resolvers.context import Context
 from queuelog.schema.schema import build_schema
 from queuelog.service.jobs import JobService
@@ -53,14 +63,22 @@ def open_services(settings: Settings) -> Services:
         db=db,
         service=JobService(db, settings),
         keys=KeyStore(db, settings.job_types),
-        feed=EventFeed(db),
+        feed=EventFeed(
+            db,
+            window=settings.event_window,
+            poll_interval=settings.event_poll_seconds,
+            idle=min(5.0, settings.key_recheck_seconds),
+        ),
     )
 
 
-class QueuelogGraphQL(GraphQL[Context, None]):
+class QueuelogGraphQL(SpecGraphQL):
     def __init__(self, services: Services, **kwargs: Any) -> None:
-        super().__init__(build_schema(), **kwargs)
+        super().__init__(build_schema(services.settings), **kwargs)
         self.services = services
+        st = services.settings
+        failures = TokenBuckets(st.auth_failures_per_minute / 60, st.auth_failure_burst)
+        self.auth = ApiKeyBackend(services.keys, failures)
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket | None
@@ -84,10 +102,27 @@ class QueuelogGraphQL(GraphQL[Context, None]):
             token = bearer(header if isinstance(header, str) else None)
         except InvalidKey as exc:
             raise ConnectionRejectionError({"message": str(exc)}) from None
-        key = None if token is None else await self.services.keys.verify(token)
-        if key is None:
+        try:
+            address = client_address(context.request)
+            key = None if token is None else await self.auth.verify(token, address)
+        except TooManyFailures as exc:
+            reject = {"message": str(exc), "code": "RATE_LIMITED", "retryAfter": exc.retry_after}
+            raise ConnectionRejectionError(reject) from None
+        if key is None or token is None:
             raise ConnectionRejectionError({"message": "a live API key is required"})
         context.actor = key.actor()
+        keys, secret = self.services.keys, token
+
+        async def verify() -> bool:
+            return await keys.verify(secret) is not None
+
+        def on_revoke() -> None:
+            context.actor = None  # nothing more runs on this connection
+
+        context.session = Session(
+            key.name, verify, self.services.settings.key_recheck_seconds, on_revoke
+        )
+        self.services.feed.register(context.session)
         return None
 
 
@@ -142,6 +177,9 @@ def _too_large(limit: int) -> Response:
 
 
 def _auth_error(conn: HTTPConnection, exc: Exception) -> Response:
+    if isinstance(exc, TooManyFailures):
+        limited = RateLimited(exc.retry_after)
+        return rate_limited(conn.headers.get("accept"), limited, "too many failed attempts")
     return JSONResponse(
         {"errors": [{"message": str(exc), "extensions": {"code": "UNAUTHENTICATED"}}]},
         status_code=401,
@@ -159,10 +197,14 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     graphql = QueuelogGraphQL(
         s,
         graphql_ide="graphiql" if settings.graphiql else None,
-        keep_alive=True,
-        keep_alive_interval=15,
-        max_subscriptions_per_connection=50,
+        keep_alive=True,  # legacy graphql-ws "ka"; graphql-transport-ws: WebSocket pings
+        keep_alive_interval=settings.ws_ping_interval_seconds,
+        connection_init_wait_timeout=timedelta(seconds=settings.ws_init_timeout_seconds),
+        max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
+        allowed_origins=settings.allowed_origins,
+        execution_timeout=settings.execution_timeout_seconds,
     )
+    csp = page_csp(graphql.graphql_ide_html) if graphql.graphql_ide else API_CSP
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -188,9 +230,12 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             WebSocketRoute("/graphql", graphql),
         ],
         middleware=[
+            Middleware(EdgeHeaders, page_csp=csp),
             Middleware(BodyLimit, max_bytes=settings.request_max_bytes),
+            Middleware(AuthenticationMiddleware, backend=graphql.auth, on_error=_auth_error),
             Middleware(
-                AuthenticationMiddleware, backend=ApiKeyBackend(s.keys), on_error=_auth_error
+                KeyRateLimit,
+                buckets=TokenBuckets(settings.rate_limit_per_second, settings.rate_limit_burst),
             ),
         ],
         lifespan=lifespan,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -50,14 +51,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     s.db.close()
     app = create_app(settings)
     print(f"queuelog on http://{args.host}:{args.port}/graphql", flush=True)
-    uvicorn.run(
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Complete every open subscription before uvicorn closes the connections.
+            await app.state.services.feed.finish()
+            await super().shutdown(sockets)
+
+    config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
         log_level=args.log_level,
         ws_max_size=settings.request_max_bytes,
+        ws_ping_interval=settings.ws_ping_interval_seconds,
+        ws_ping_timeout=settings.ws_ping_interval_seconds,
         timeout_graceful_shutdown=10,
     )
+    Server(config).run()
     return 0
 
 

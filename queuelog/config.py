@@ -55,6 +55,14 @@ class Settings(BaseSettings):
     prune_batch_size: int = Field(default=1_000, ge=1)
     maintenance_interval_seconds: float = Field(default=5.0, gt=0)
 
+    # subscriptions (see README "Subscriptions")
+    event_poll_seconds: float = Field(default=0.25, gt=0, le=60)
+    event_window: int = Field(default=10_000, ge=1)
+    key_recheck_seconds: float = Field(default=10.0, gt=0)
+    ws_init_timeout_seconds: float = Field(default=10.0, gt=0)
+    ws_ping_interval_seconds: float = Field(default=20.0, gt=0)
+    max_subscriptions_per_connection: int = Field(default=50, ge=1)
+
     graphiql: bool = True
     introspection: bool = True
 

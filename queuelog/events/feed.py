@@ -4,6 +4,14 @@ The reader keeps the newest events in a bounded in-memory window. A subscriber p
 event after its own cursor: from the window while its cursor is inside it, else from the
 table. Nobody holds a per-subscriber queue, so a slow subscriber costs no memory and never
 blocks anyone, and a reconnecting one resumes from its cursor with no gap and no duplicate.
+
+The reader wakes on local commits, on PostgreSQL's NOTIFY (another process committed), and
+every `poll_interval` seconds (SQLite across processes; PostgreSQL when NOTIFY is lost).
+
+Retention deletes old events and records the newest id it deleted (`pruned_through`). A
+subscriber whose cursor lies below that watermark may have missed events: it gets
+CursorExpired rather than a silent gap (checked against the database when it subscribes,
+then against the watermark as the reader last saw it and on every read of the table).
 """
 
 from __future__ import annotations
@@ -11,18 +19,43 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+import weakref
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from queuelog.service.models import JobEvent, Role, Status
+from queuelog.events.listen import listen
+from queuelog.events.sessions import KeyRevoked, Session
+from queuelog.service.models import Actor, JobEvent, Role, Status
 from queuelog.storage import events as events_sql
-from queuelog.storage.db import Database
+from queuelog.storage.db import NOTIFY_CHANNEL, Database, Tx
 
 READ_BATCH = 500
 
 
+class CursorExpired(Exception):
+    """Events after this cursor were deleted by retention; resume from a newer cursor."""
+
+
+class CursorAhead(Exception):
+    """This cursor is newer than every event of this database."""
+
+
+def may_see(viewer: Actor, e: JobEvent) -> bool:
+    """The service's visibility rule, applied to one event as it was when it happened:
+    admins see all, producers their own jobs, workers the jobs they held."""
+    if viewer.role is Role.ADMIN:
+        return True
+    if viewer.role is Role.PRODUCER:
+        return e.producer == viewer.name
+    return e.worker_id == viewer.name
+
+
 @dataclass(frozen=True, slots=True)
-class EventFilter:
+class Interest:
+    """What one subscriber asked for, and who it is."""
+
+    viewer: Actor
     job_id: int | None = None
     job_type: str | None = None
     statuses: frozenset[Status] | None = None
@@ -32,45 +65,109 @@ class EventFilter:
             (self.job_id is None or e.job_id == self.job_id)
             and (self.job_type is None or e.job_type == self.job_type)
             and (self.statuses is None or e.status in self.statuses)
+            and may_see(self.viewer, e)
         )
 
+    def sql(self) -> dict[str, Any]:
+        """The same filter for reading the table."""
+        role, name = self.viewer.role, self.viewer.name
+        return {
+            "job_id": self.job_id,
+            "job_type": self.job_type,
+            "statuses": None if self.statuses is None else [s.value for s in self.statuses],
+            "producer": name if role is Role.PRODUCER else None,
+            "worker": name if role is Role.WORKER else None,
+        }
 
-def may_see(role: Role, name: str, e: JobEvent) -> bool:
-    """The service's visibility rule, applied to one event."""
-    if role is Role.ADMIN:
-        return True
-    if role is Role.PRODUCER:
-        return e.producer == name
-    return e.worker_id == name
+
+def _batch(tx: Tx, cursor: int, upto: int | None, filters: dict[str, Any]) -> tuple[list[Any], int]:
+    """Events after `cursor`, then the pruned-through watermark: read in this order, a
+    deletion that removed one of the events before we read them shows in the watermark."""
+    rows = events_sql.after(tx, cursor, READ_BATCH, upto=upto, **filters)
+    return rows, events_sql.pruned_through(tx)
+
+
+def _bounds(tx: Tx) -> tuple[int, int]:
+    return events_sql.head(tx), events_sql.pruned_through(tx)
+
+
+def _expired(cursor: int) -> str:
+    return f"events after cursor {cursor:016d} were deleted by retention"
 
 
 class EventFeed:
-    def __init__(self, db: Database, *, window: int = 10_000, poll_interval: float = 0.25) -> None:
+    def __init__(
+        self, db: Database, *, window: int = 10_000, poll_interval: float = 0.25, idle: float = 5.0
+    ) -> None:
         self.db = db
         self.poll_interval = poll_interval
+        self.idle = idle  # a waiting subscriber re-checks its key at least this often
         self.head = 0  # newest event id this process has read
+        self.followers = 0
+        self._no_followers = asyncio.Event()
         self._size = window
         self._window: list[JobEvent] = []
         self._ids: list[int] = []
         self._floor = 0  # the window holds every event with floor < id <= head
+        self.pruned_through = 0  # the retention watermark, as last read
         self._changed = asyncio.Event()
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+
+    @property
+    def held(self) -> int:
+        """How many events this process holds in memory (bounded by twice the window)."""
+        return len(self._window)
+
+    @property
+    def running(self) -> bool:
+        return bool(self._tasks) and not self._stopping
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.head = self._floor = await self.db.read(events_sql.head)
         self.db.on_commit(self._on_commit)
-        self._task = asyncio.create_task(self._run(), name="queuelog-event-feed")
+        self._tasks.append(asyncio.create_task(self._run(), name="queuelog-event-feed"))
+        if self.db.dialect == "postgresql":
+            url = self.db.url.set(drivername="postgresql").render_as_string(hide_password=False)
+            listener = listen(url, NOTIFY_CHANNEL, self.poke)
+            self._tasks.append(asyncio.create_task(listener, name="queuelog-event-listen"))
+
+    async def finish(self, grace: float = 5.0) -> None:
+        """End every subscription (each completes normally) and wait until they have."""
+        self._stopping = True
+        self._wake_followers()
+        if self.followers:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(grace):
+                    await self._no_followers.wait()
+            await asyncio.sleep(0.05)  # let each operation send its `complete`
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        await self.finish()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        self._changed.set()
+                await task
+        self._tasks.clear()
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def register(self, session: Session) -> None:
+        self._sessions.add(session)
+
+    def revoke(self, name: str) -> None:
+        """The key `name` was revoked: end its connections' subscriptions now."""
+        for session in list(self._sessions):
+            if session.name == name:
+                session.revoke()
+        self._wake_followers()
+
+    # -- the reader ---------------------------------------------------------------------
 
     def _on_commit(self) -> None:
         # Called in the writer thread after a commit that appended events.
@@ -82,10 +179,15 @@ class EventFeed:
         """Ask the reader to look for new events now (e.g. on a NOTIFY)."""
         self._wake.set()
 
+    def _wake_followers(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
     async def _run(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                async with asyncio.timeout(self.poll_interval):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 await self._read_new()
@@ -96,7 +198,8 @@ class EventFeed:
 
     async def _read_new(self) -> None:
         while True:
-            rows = await self.db.read(events_sql.after, self.head, READ_BATCH)
+            rows, pruned = await self.db.read(_batch, self.head, None, {})
+            self.pruned_through = max(self.pruned_through, pruned)
             if not rows:
                 return
             self._window.extend(JobEvent.from_row(r) for r in rows)
@@ -106,35 +209,65 @@ class EventFeed:
                 self._floor = self._ids[cut - 1]
                 del self._window[:cut], self._ids[:cut]
             self.head = rows[-1].id
-            changed, self._changed = self._changed, asyncio.Event()
-            changed.set()
+            self._wake_followers()
             if len(rows) < READ_BATCH:
                 return
 
-    async def _after(self, cursor: int) -> Sequence[JobEvent]:
-        """Events after `cursor` up to the head this process has read, oldest first."""
+    # -- subscribers --------------------------------------------------------------------
+
+    async def check_cursor(self, cursor: int) -> None:
+        """Refuse a cursor below the retention watermark, or newer than every event (it
+        would silently skip what comes)."""
+        head, pruned = await self.db.read(_bounds)
+        if cursor > max(head, self.head):
+            raise CursorAhead(f"cursor {cursor} is newer than every event")
+        self.pruned_through = max(self.pruned_through, pruned)
+        if cursor < self.pruned_through:
+            raise CursorExpired(_expired(cursor))
+
+    async def _after(self, cursor: int, interest: Interest) -> tuple[Sequence[JobEvent], int]:
+        """Events after `cursor` up to the head this process has read, oldest first, and the
+        cursor to continue from."""
+        if cursor < self.pruned_through:
+            raise CursorExpired(_expired(cursor))
         if cursor >= self._floor:
             start = bisect.bisect_right(self._ids, cursor)
-            return self._window[start : start + READ_BATCH]
-        rows = await self.db.read(events_sql.after, cursor, READ_BATCH, upto=self.head)
-        return [JobEvent.from_row(r) for r in rows]
+            batch = self._window[start : start + READ_BATCH]
+            return batch, batch[-1].id
+        upto = self.head
+        rows, pruned = await self.db.read(_batch, cursor, upto, interest.sql())
+        if pruned > cursor:
+            raise CursorExpired(_expired(cursor))
+        more = len(rows) == READ_BATCH
+        return [JobEvent.from_row(r) for r in rows], rows[-1].id if more else upto
 
     async def follow(
-        self,
-        after: int | None,
-        accept: Callable[[JobEvent], bool],
-        alive: Callable[[], bool] = lambda: True,
+        self, after: int | None, interest: Interest, session: Session | None = None
     ) -> AsyncIterator[JobEvent]:
-        """Every event after `after` (or from now) that `accept` admits, then live ones, in
-        cursor order, until `alive()` turns false or the feed stops."""
+        """Every event after `after` (or from now) that `interest` matches, then live ones, in
+        cursor order, until the feed stops. Raises CursorExpired, or KeyRevoked once the
+        session's key is revoked."""
         cursor = self.head if after is None else after
-        while alive() and self._task is not None:
-            if cursor >= self.head:
-                changed = self._changed
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), 5.0)
-                continue
-            for event in await self._after(cursor):
-                cursor = event.id
-                if accept(event):
-                    yield event
+        self.followers += 1
+        self._no_followers.clear()
+        try:
+            while self.running:
+                if session is not None:
+                    await session.check()
+                if cursor >= self.head:
+                    changed = self._changed
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.idle):
+                            await changed.wait()
+                    continue
+                batch, cursor = await self._after(cursor, interest)
+                for event in batch:
+                    if interest.matches(event):
+                        yield event
+        finally:
+            self.followers -= 1
+            if not self.followers:
+                self._no_followers.set()
+
+
+__all__ = ["CursorAhead", "CursorExpired", "EventFeed", "Interest", "KeyRevoked", "may_see"]

@@ -13,6 +13,7 @@ from starlette.websockets import WebSocket
 from queuelog.auth.keys import KeyStore
 from queuelog.auth.permissions import unauthenticated
 from queuelog.events.feed import EventFeed
+from queuelog.events.sessions import Session
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor
 
@@ -33,6 +34,7 @@ class Context:
     feed: EventFeed
     actor: Actor | None = None
     connection_params: dict[str, Any] | None = None
+    session: Session | None = None  # WebSocket connections: the key's live state
 
     def require_actor(self) -> Actor:
         if self.actor is None:

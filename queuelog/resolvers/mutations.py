@@ -144,4 +144,7 @@ async def create_api_key(info: Info, input: CreateApiKeyInput) -> CreateApiKeyPa
 
 
 async def revoke_api_key(info: Info, name: str) -> bool:
-    return await info.context.keys.revoke(name)
+    revoked = await info.context.keys.revoke(name)
+    if revoked:  # its open subscriptions in this process end now; elsewhere within seconds
+        info.context.feed.revoke(name)
+    return revoked

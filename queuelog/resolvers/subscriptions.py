@@ -5,13 +5,22 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 
 import strawberry
+from graphql import GraphQLError
 
-from queuelog.events.feed import EventFilter, may_see
+from queuelog.auth.permissions import unauthenticated
+from queuelog.events.feed import CursorAhead, CursorExpired, Interest, KeyRevoked
 from queuelog.resolvers.context import Context, bad_input
 from queuelog.resolvers.queries import parse_id
 from queuelog.schema.types import JobEvent, JobStatus
 
 Info = strawberry.Info[Context, None]
+CURSOR_DIGITS = 18
+
+
+def parse_cursor(after: str) -> int:
+    if not (after.isascii() and after.isdigit() and len(after) <= CURSOR_DIGITS):
+        raise bad_input("after is not an event cursor", ["after"])
+    return int(after)
 
 
 async def job_status_changed(
@@ -22,20 +31,27 @@ async def job_status_changed(
     after: str | None = None,
 ) -> AsyncGenerator[JobEvent, None]:
     ctx = info.context
-    actor = ctx.require_actor()
-    cursor = None
-    if after is not None:
-        if not after.isdigit() or len(after) > 18:
-            raise bad_input("after is not an event cursor", ["after"])
-        cursor = int(after)
-    wanted = EventFilter(
+    interest = Interest(
+        viewer=ctx.require_actor(),
         job_id=None if job_id is None else (parse_id(job_id) or -1),
         job_type=type,
         statuses=None if statuses is None else frozenset(statuses),
     )
-
-    def accept(e: object) -> bool:
-        return wanted.matches(e) and may_see(actor.role, actor.name, e)  # type: ignore[arg-type]
-
-    async for event in ctx.feed.follow(cursor, accept):
-        yield JobEvent.of(event)
+    cursor = None if after is None else parse_cursor(after)
+    try:
+        if ctx.session is not None:
+            await ctx.session.check()
+        if cursor is not None:
+            await ctx.feed.check_cursor(cursor)
+        async for event in ctx.feed.follow(cursor, interest, ctx.session):
+            yield JobEvent.of(event)
+    except CursorAhead as exc:
+        raise bad_input(str(exc), ["after"]) from None
+    except CursorExpired as exc:
+        raise GraphQLError(
+            f"{exc}; read the job's current state and subscribe again without `after`",
+            extensions={"code": "CURSOR_EXPIRED", "field": ["after"]},
+        ) from None
+    except KeyRevoked as exc:
+        ctx.actor = None
+        raise unauthenticated(str(exc)) from None

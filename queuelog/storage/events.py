@@ -9,9 +9,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row
 
 from queuelog.storage.db import Tx
-from queuelog.storage.tables import job_events
+from queuelog.storage.tables import job_events, queuelog_meta
 
 E = job_events.c
+M = queuelog_meta.c
+PRUNED_THROUGH = "events_pruned_through"
 
 
 def for_job(tx: Tx, job_id: int, first: int) -> list[Row[Any]]:
@@ -28,6 +30,7 @@ def after(
     job_type: str | None = None,
     statuses: Sequence[str] | None = None,
     producer: str | None = None,
+    worker: str | None = None,
     upto: int | None = None,
 ) -> list[Row[Any]]:
     """Events with id > cursor (and <= upto), oldest first, filtered."""
@@ -42,6 +45,8 @@ def after(
         cond.append(E.status.in_(statuses))
     if producer is not None:
         cond.append(E.producer == producer)
+    if worker is not None:
+        cond.append(E.worker_id == worker)
     stmt = sa.select(*E).where(*cond).order_by(E.id).limit(limit)
     return list(tx.conn.execute(stmt).all())
 
@@ -54,3 +59,20 @@ def head(tx: Tx) -> int:
 def oldest(tx: Tx) -> int:
     """The oldest retained event id (0 when there is none)."""
     return int(tx.conn.execute(sa.select(sa.func.coalesce(sa.func.min(E.id), 0))).scalar_one())
+
+
+def pruned_through(tx: Tx) -> int:
+    """The newest event id retention has deleted (0 when none has been)."""
+    stmt = sa.select(M.value).where(M.name == PRUNED_THROUGH)
+    return int(tx.conn.execute(stmt).scalar_one_or_none() or 0)
+
+
+def note_pruned(tx: Tx, job_ids: Sequence[int]) -> None:
+    """Raise the pruned-through watermark over the events of `job_ids`, about to be deleted."""
+    top = tx.conn.execute(sa.select(sa.func.max(E.id)).where(E.job_id.in_(job_ids))).scalar()
+    if top is not None:
+        tx.conn.execute(
+            queuelog_meta.update()
+            .where(M.name == PRUNED_THROUGH, M.value < top)
+            .values(value=top)
+        )

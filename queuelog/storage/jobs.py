@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
 
+from queuelog.storage import events as events_sql
 from queuelog.storage.db import Tx
 from queuelog.storage.tables import PENDING, RUNNING, UTCDateTime, job_events, jobs
 
@@ -254,6 +255,7 @@ def prune(tx: Tx, status: str, finished_before: datetime, limit: int) -> int:
     )
     if not ids:
         return 0
+    events_sql.note_pruned(tx, ids)  # subscriptions resuming from below it must hear so
     # Re-check the status: a job retried since the select stays.
     gone = list(
         tx.conn.execute(

@@ -98,6 +98,17 @@ job_events = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("occurred_at", UTCDateTime, nullable=False),
     sa.Index("ix_job_events_job", "job_id", "id"),
+    # Never reuse an id (SQLite would after the newest rows are pruned): ids are cursors.
+    sqlite_autoincrement=True,
+)
+
+# Small facts about the database, e.g. `events_pruned_through`: the newest event id that
+# retention has deleted (a subscription resuming from below it may have missed events).
+queuelog_meta = sa.Table(
+    "queuelog_meta",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
 )
 
 api_keys = sa.Table(

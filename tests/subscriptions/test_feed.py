@@ -1,0 +1,103 @@
+"""The feed in-process, on both backends: bounded memory, slow followers, the retention
+watermark, cursors never reused."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from queuelog.app import Services
+from queuelog.events.feed import CursorExpired, EventFeed, Interest
+from queuelog.service.jobs import JobService
+from queuelog.service.models import Actor, EnqueueRequest, JobEvent, Priority, Role
+from queuelog.service.retention import prune
+
+PRODUCER = Actor("p1", Role.PRODUCER)
+WORKER = Actor("w1", Role.WORKER)
+ADMIN = Interest(Actor("admin", Role.ADMIN, max_priority=Priority.CRITICAL))
+
+
+@pytest.fixture
+async def feed(services: Services) -> AsyncIterator[EventFeed]:
+    feed = EventFeed(services.db, window=5, poll_interval=0.05)
+    await feed.start()
+    yield feed
+    await feed.stop()
+
+
+async def take(it: AsyncIterator[JobEvent], n: int) -> list[JobEvent]:
+    return [await anext(it) for _ in range(n)]
+
+
+async def test_a_slow_follower_holds_no_memory_and_misses_nothing(
+    services: Services, feed: EventFeed
+) -> None:
+    svc = services.service
+    slow = feed.follow(feed.head, ADMIN)
+    fast = feed.follow(feed.head, ADMIN)
+    ids = [(await svc.enqueue(PRODUCER, EnqueueRequest("email")))[0].id for _ in range(40)]
+
+    # The fast follower gets everything while the slow one reads nothing ...
+    assert [e.job_id for e in await take(fast, 40)] == ids
+    # ... and the feed holds a bounded window, not a queue per follower.
+    assert feed.held <= 10
+    # The slow one, its cursor long out of the window, reads the table: nothing lost.
+    events = await take(slow, 40)
+    assert [e.job_id for e in events] == ids
+    assert [e.id for e in events] == sorted({e.id for e in events})
+    await fast.aclose()
+    await slow.aclose()
+
+
+async def test_a_cursor_below_pruned_events_is_expired_not_a_silent_gap(
+    services: Services, feed: EventFeed
+) -> None:
+    svc = services.service
+    marker, _ = await svc.enqueue(PRODUCER, EnqueueRequest("email"))
+    before = (await svc.history(marker.id, 10))[-1].id
+    job, _ = await svc.enqueue(PRODUCER, EnqueueRequest("sync"))
+    (claimed,) = await svc.claim(WORKER, ["sync"], None)
+    assert claimed.id == job.id
+    await svc.complete(WORKER, job.id, None)
+    last = (await svc.history(job.id, 10))[-1].id
+
+    keep_nothing = services.settings.model_copy(update={"retention_completed_days": 0})
+    assert (await prune(JobService(services.db, keep_nothing)))["completed"] == 1
+
+    with pytest.raises(CursorExpired):
+        await feed.check_cursor(before)  # as a subscription with `after` starts
+    # A follower already under way hears it on its next read.
+    stale = feed.follow(before, ADMIN)
+    with pytest.raises(CursorExpired):
+        await anext(stale)
+    await stale.aclose()
+
+    # From the newest pruned event on, nothing is missing: the feed goes on.
+    fresh = feed.follow(last, ADMIN)
+    new, _ = await svc.enqueue(PRODUCER, EnqueueRequest("pdf"))
+    (event,) = await take(fresh, 1)
+    assert event.job_id == new.id
+    # The pruned events' ids are never handed out again (they are cursors).
+    assert event.id > last
+    await fresh.aclose()
+
+
+async def test_followers_see_only_what_they_may_read(services: Services, feed: EventFeed) -> None:
+    svc = services.service
+    other = Actor("p2", Role.PRODUCER)
+    mine = feed.follow(feed.head, Interest(PRODUCER))
+    held = feed.follow(feed.head, Interest(WORKER, statuses=None))
+    theirs, _ = await svc.enqueue(other, EnqueueRequest("email"))
+    own, _ = await svc.enqueue(PRODUCER, EnqueueRequest("email"))
+    (claimed,) = await svc.claim(WORKER, ["email"], None)
+    await svc.complete(WORKER, claimed.id, None)
+    assert claimed.id == theirs.id
+
+    assert [(e.job_id, e.status.value) for e in await take(mine, 1)] == [(own.id, "pending")]
+    assert [(e.job_id, e.status.value) for e in await take(held, 2)] == [
+        (theirs.id, "running"),
+        (theirs.id, "completed"),
+    ]
+    await mine.aclose()
+    await held.aclose()
