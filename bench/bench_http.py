@@ -1,0 +1,179 @@
+"""2-3. Over HTTP: one `queuelog serve` process, driven from this process by an aiohttp
+client at a fixed number of concurrent connections. Each rate is also given as a ratio to
+the same server answering `{ __typename }` in the same repeat."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from bench.common import Profile, Server, median, percentile
+
+CONNECTIONS = 32
+BATCH = 100
+BATCH_CONNECTIONS = 8
+
+TYPENAME = "{ __typename }"
+ENQUEUE = """mutation($input: EnqueueJobInput!) {
+  enqueueJob(input: $input) { job { id } userErrors { code } } }"""
+ENQUEUE_MANY = """mutation($inputs: [EnqueueJobInput!]!) {
+  enqueueJobs(inputs: $inputs) { jobs { id } userErrors { code } } }"""
+CLAIM = 'mutation { claimJob(types: ["email"]) { job { id } userErrors { code } } }'
+COMPLETE = "mutation($id: ID!) { completeJob(id: $id) { job { id } userErrors { code } } }"
+STATS = "{ queueStats { pending running completed } }"
+
+
+@dataclass
+class Load:
+    """What one timed run saw: operations done, and each request's latency in seconds."""
+
+    ops: int = 0
+    latencies: list[float] = field(default_factory=list)
+    empty_claims: int = 0
+
+
+class Client:
+    def __init__(self, server: Server, producer: str, worker: str) -> None:
+        self.url = server.url
+        self.auth = {
+            "producer": {"Authorization": f"Bearer {producer}"},
+            "worker": {"Authorization": f"Bearer {worker}"},
+            "anonymous": {},
+        }
+        self.session: aiohttp.ClientSession | None = None
+        self.elapsed = 0.0
+
+    async def __aenter__(self) -> Client:
+        connector = aiohttp.TCPConnector(limit=CONNECTIONS, force_close=False)
+        self.session = aiohttp.ClientSession(connector=connector)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.session is not None
+        await self.session.close()
+
+    async def gql(
+        self, load: Load, who: str, query: str, variables: dict[str, Any] | None = None
+    ) -> Any:
+        assert self.session is not None
+        t0 = time.perf_counter()
+        async with self.session.post(
+            self.url, json={"query": query, "variables": variables or {}}, headers=self.auth[who]
+        ) as resp:
+            body = await resp.json()
+        load.latencies.append(time.perf_counter() - t0)
+        if resp.status != 200 or body.get("errors"):
+            raise RuntimeError(f"{resp.status}: {body}")
+        return body["data"]
+
+    async def drive(self, seconds: float, connections: int, step: Any) -> Load:
+        """Run `step(load)` in `connections` concurrent loops for `seconds`."""
+        load = Load()
+        deadline = time.perf_counter() + seconds
+
+        async def loop() -> None:
+            while time.perf_counter() < deadline:
+                await step(load)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(loop() for _ in range(connections)))
+        self.elapsed = time.perf_counter() - t0
+        return load
+
+    # -- the workloads ------------------------------------------------------------------
+
+    async def typename(self, load: Load) -> None:
+        await self.gql(load, "anonymous", TYPENAME)
+        load.ops += 1
+
+    async def enqueue(self, load: Load) -> None:
+        data = await self.gql(load, "producer", ENQUEUE, {"input": {"type": "email"}})
+        if data["enqueueJob"]["userErrors"]:
+            raise RuntimeError(data)
+        load.ops += 1
+
+    async def enqueue_batch(self, load: Load) -> None:
+        inputs = [{"type": "pdf", "payload": {"n": i}} for i in range(BATCH)]
+        data = await self.gql(load, "producer", ENQUEUE_MANY, {"inputs": inputs})
+        if data["enqueueJobs"]["userErrors"]:
+            raise RuntimeError(data)
+        load.ops += BATCH
+
+    async def cycle(self, load: Load) -> None:
+        job = (await self.gql(load, "worker", CLAIM))["claimJob"]["job"]
+        if job is None:
+            load.empty_claims += 1
+            return
+        done = await self.gql(load, "worker", COMPLETE, {"id": job["id"]})
+        if done["completeJob"]["userErrors"]:
+            raise RuntimeError(done)
+        load.ops += 1
+
+    async def mixed(self, load: Load) -> None:
+        """The soak's diet: enqueue, claim+complete, a stats read."""
+        await self.enqueue(load)
+        await self.cycle(load)
+        await self.gql(load, "worker", STATS)
+
+
+def summarize(loads: list[tuple[Load, float]]) -> dict[str, float]:
+    rates = [load.ops / elapsed for load, elapsed in loads]
+    return {
+        "rate": median(rates),
+        "p50_ms": median([percentile(load.latencies, 50) * 1e3 for load, _ in loads]),
+        "p99_ms": median([percentile(load.latencies, 99) * 1e3 for load, _ in loads]),
+        "empty_claims": float(sum(load.empty_claims for load, _ in loads)),
+    }
+
+
+def keys(server: Server) -> tuple[str, str]:
+    return (
+        server.create_key("bench-producer", "PRODUCER"),
+        server.create_key("bench-worker", "WORKER"),
+    )
+
+
+async def run(server: Server, profile: Profile) -> dict[str, Any]:
+    producer, worker = keys(server)
+    seconds = profile.http_seconds
+    async with Client(server, producer, worker) as c:
+        workloads = {
+            "typename": (c.typename, CONNECTIONS),
+            "enqueue": (c.enqueue, CONNECTIONS),
+            "batch": (c.enqueue_batch, BATCH_CONNECTIONS),
+            "cycle": (c.cycle, CONNECTIONS),
+        }
+        # Warm up every path (parser and validation caches, pools) before timing.
+        for step, conns in workloads.values():
+            await c.drive(min(seconds, 1.0), conns, step)
+        runs: dict[str, list[tuple[Load, float]]] = {name: [] for name in workloads}
+        for _ in range(profile.repeats):
+            # The enqueue run leaves the jobs the cycle run then claims.
+            for name, (step, conns) in workloads.items():
+                load = await c.drive(seconds, conns, step)
+                runs[name].append((load, c.elapsed))
+    out: dict[str, Any] = {name: summarize(r) for name, r in runs.items()}
+    base = [load.ops / t for load, t in runs["typename"]]
+    for name in ("enqueue", "cycle"):
+        mine = [load.ops / t for load, t in runs[name]]
+        out[name]["ratio"] = median([m / b for m, b in zip(mine, base, strict=True)])
+    out["connections"] = CONNECTIONS
+    out["batch_connections"] = BATCH_CONNECTIONS
+    return out
+
+
+async def soak(server: Server, seconds: float, sample: Any) -> dict[str, Any]:
+    """Mixed load for `seconds`, calling `sample()` about once a second meanwhile."""
+    producer = server.create_key("soak-producer", "PRODUCER")
+    worker = server.create_key("soak-worker", "WORKER")
+    async with Client(server, producer, worker) as c:
+        task = asyncio.create_task(c.drive(seconds, CONNECTIONS, c.mixed))
+        while not task.done():
+            sample()
+            await asyncio.sleep(min(1.0, seconds / 10))
+        load = await task
+    return {"ops": load.ops, "rate": load.ops / c.elapsed}

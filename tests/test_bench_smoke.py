@@ -1,0 +1,35 @@
+"""The benchmark suite still runs end to end (a second per benchmark; no speed asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_smoke_runs_every_benchmark_on_both_backends(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((tmp_path / "benchmarks.json").read_text())
+    for backend in ("sqlite", "postgresql"):
+        got = results["backends"][backend]
+        assert got["service"]["enqueue"]["service"] > 0
+        assert got["http"]["enqueue"]["rate"] > 0
+        assert got["http"]["cycle"]["empty_claims"] == 0
+        assert got["memory"]["start_mib"] > 0
+        assert set(got["backlog"]) >= {"100", "1000", "ratio"}
+    assert results["peers"]["embedded"]["huey_per_job"] > 0
+    assert results["peers"]["server"]["pgqueuer_cycle"] > 0
+    report = (tmp_path / "benchmarks.md").read_text()
+    assert "## Targets" in report and "huey" in report
+    assert (tmp_path / "claim-latency.png").read_bytes()[:4] == b"\x89PNG"
