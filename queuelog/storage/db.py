@@ -9,6 +9,7 @@ for the lock); reads use a small pool of WAL readers. On PostgreSQL one pool ser
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,11 +30,17 @@ P = ParamSpec("P")
 # advisory lock just before inserting its events (the last statement of every transaction).
 EVENT_LOCK_KEY = 0x71_6C_65_76  # "qlev"
 NOTIFY_CHANNEL = "queuelog_events"
+GROUP_COMMIT_MAX = 64  # SQLite writes that may share one transaction
 
 
 def normalize_url(url: str) -> URL:
     """Plain `sqlite:///…` / `postgresql://…` URLs in; the drivers we use picked here."""
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except sa.exc.ArgumentError:
+        raise ValueError(
+            "cannot parse the database URL; expected sqlite:///path or postgresql://host/db"
+        ) from None
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         if parsed.database in (None, "", ":memory:"):
@@ -90,6 +97,7 @@ class Database:
         self.url = normalize_url(url)
         self.dialect = "sqlite" if self.url.get_backend_name() == "sqlite" else "postgresql"
         self._commit_listeners: list[Callable[[], None]] = []
+        self._queue: collections.deque[_Queued] = collections.deque()
         if self.dialect == "sqlite":
             self.writer = self._sqlite_engine(1, True, sqlite_synchronous, busy_timeout_ms)
             self.reader = self._sqlite_engine(pool_size, False, sqlite_synchronous, busy_timeout_ms)
@@ -138,14 +146,7 @@ class Database:
     # -- running work -------------------------------------------------------------------
 
     def write_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
-        with self.writer.begin() as conn:
-            tx = Tx(conn, self.dialect)
-            result = fn(tx, *a, **k)
-            if tx.events:
-                self._append_events(tx)
-        if tx.events:
-            for listener in self._commit_listeners:
-                listener()
+        result: T = self._run_together([lambda tx: fn(tx, *a, **k)])[0]
         return result
 
     def read_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
@@ -153,8 +154,53 @@ class Database:
             return fn(Tx(conn, self.dialect), *a, **k)
 
     async def write(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
-        call = functools.partial(self.write_sync, fn, *a, **k)
-        return await asyncio.get_running_loop().run_in_executor(self._write_pool, call)
+        loop = asyncio.get_running_loop()
+        if self.dialect != "sqlite":
+            call = functools.partial(self.write_sync, fn, *a, **k)
+            return await loop.run_in_executor(self._write_pool, call)
+        # Group commit: the writer thread runs every write queued meanwhile in one
+        # transaction, so concurrent writers share one fsync and one thread hop.
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.append((lambda tx: fn(tx, *a, **k), future, loop))
+        self._write_pool.submit(self._drain)
+        return await future
+
+    def _drain(self) -> None:
+        """Run the queued writes (writer thread only). All commit together; if any raises,
+        each runs again alone, so one write's failure never undoes another's."""
+        batch: list[_Queued] = []
+        while self._queue and len(batch) < GROUP_COMMIT_MAX:
+            batch.append(self._queue.popleft())
+        if not batch:
+            return
+        calls = [call for call, _, _ in batch]
+        outcomes: list[tuple[bool, Any]]
+        try:
+            outcomes = [(True, r) for r in self._run_together(calls)]
+        except Exception as exc:
+            outcomes = [(False, exc)] if len(batch) == 1 else [self._run_alone(c) for c in calls]
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+        for (_, future, loop), (ok, value) in zip(batch, outcomes, strict=True):
+            by_loop.setdefault(loop, []).append((future, ok, value))
+        for loop, settled in by_loop.items():
+            loop.call_soon_threadsafe(_settle, settled)
+
+    def _run_together(self, calls: list[Callable[[Tx], Any]]) -> list[Any]:
+        with self.writer.begin() as conn:
+            tx = Tx(conn, self.dialect)
+            results = [call(tx) for call in calls]
+            if tx.events:
+                self._append_events(tx)
+        if tx.events:
+            for listener in self._commit_listeners:
+                listener()
+        return results
+
+    def _run_alone(self, call: Callable[[Tx], Any]) -> tuple[bool, Any]:
+        try:
+            return True, self._run_together([call])[0]
+        except Exception as exc:
+            return False, exc
 
     async def read(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
         call = functools.partial(self.read_sync, fn, *a, **k)
@@ -186,6 +232,19 @@ class Database:
         self._read_pool.shutdown(wait=True)
         self.writer.dispose()
         self.reader.dispose()
+
+
+_Queued = tuple[Callable[[Tx], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+
+
+def _settle(settled: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    for future, ok, value in settled:
+        if future.cancelled():
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
 
 
 _LOCK_EVENTS = sa.text(f"SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY})")
