@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import socket
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from queuelog.app import Services, create_app, open_services
 from queuelog.config import Settings
@@ -65,11 +67,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         ws_max_size=settings.request_max_bytes,
         ws_ping_interval=settings.ws_ping_interval_seconds,
-        ws_ping_timeout=settings.ws_ping_interval_seconds,
+        ws_ping_timeout=20.0,
         timeout_graceful_shutdown=10,
     )
+    # uvicorn re-raises the signal that stopped it once it has shut down gracefully, which
+    # would end the process "killed by SIGTERM"; a graceful stop is a success: exit 0.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stopped)
     Server(config).run()
     return 0
+
+
+def _stopped(sig: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
