@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from strawberry.http.websocket_origin import normalize_allowed_origins
 
 
 class TypeDefaults(BaseModel):
@@ -66,11 +67,38 @@ class Settings(BaseSettings):
     graphiql: bool = True
     introspection: bool = True
 
+    # the GraphQL edge (see SECURITY.md)
+    max_depth: int = Field(default=10, ge=1)
+    max_aliases: int = Field(default=15, ge=0)
+    max_tokens: int = Field(default=2_000, ge=16)
+    max_directives: int = Field(default=50, ge=0)
+    max_cost: int = Field(default=20_000, ge=1)
+    execution_timeout_seconds: float = Field(default=30.0, gt=0)
+    rate_limit_per_second: float = Field(default=200.0, ge=0)  # per API key; 0 turns it off
+    rate_limit_burst: int = Field(default=400, ge=1)
+    auth_failures_per_minute: float = Field(default=10.0, ge=0)  # per client address; 0: off
+    auth_failure_burst: int = Field(default=10, ge=1)
+    field_suggestions: bool = False
+    allowed_origins: Annotated[tuple[str, ...], NoDecode] = ()
+
     @field_validator("job_types", mode="before")
     @classmethod
     def _split_types(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(t.strip() for t in value.split(",") if t.strip())
+        return value
+
+    @field_validator("allowed_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(o.strip() for o in value.split(",") if o.strip())
+        return value
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _check_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        normalize_allowed_origins(value)  # raises ValueError on anything but an origin or "*"
         return value
 
     @field_validator("job_types")

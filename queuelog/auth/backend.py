@@ -11,7 +11,8 @@ from starlette.authentication import (
 from starlette.requests import HTTPConnection
 
 from queuelog.auth.keys import KeyStore
-from queuelog.service.models import Actor
+from queuelog.auth.ratelimit import RateLimited, TokenBuckets
+from queuelog.service.models import Actor, ApiKey
 
 
 class Principal(BaseUser):
@@ -45,12 +46,37 @@ def bearer(header: str | None) -> str | None:
     return token.strip()
 
 
+class TooManyFailures(AuthenticationError):
+    """This client address failed to authenticate too often; it must wait."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"too many failed attempts to authenticate; retry in {retry_after:.0f} s")
+        self.retry_after = retry_after
+
+
+def client_address(conn: HTTPConnection) -> str:
+    return conn.client.host if conn.client else "unknown"
+
+
 class ApiKeyBackend(AuthenticationBackend):
     """Anonymous without a header (introspection and `__typename` still answer); a bad key
-    is refused outright, so a typo never silently runs as nobody."""
+    is refused outright, so a typo never silently runs as nobody. Each failed attempt spends
+    a token of the client address's bucket; an address with none left is refused before its
+    key is even looked at, so keys cannot be brute-forced."""
 
-    def __init__(self, keys: KeyStore) -> None:
+    def __init__(self, keys: KeyStore, failures: TokenBuckets | None = None) -> None:
         self.keys = keys
+        self.failures = failures or TokenBuckets(0, 1)
+
+    async def verify(self, token: str, address: str) -> ApiKey | None:
+        try:
+            self.failures.check(address)
+        except RateLimited as exc:
+            raise TooManyFailures(exc.retry_after) from None
+        key = await self.keys.verify(token)
+        if key is None:
+            self.failures.spend(address)
+        return key
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         if conn.scope["type"] == "websocket":
@@ -58,7 +84,7 @@ class ApiKeyBackend(AuthenticationBackend):
         token = bearer(conn.headers.get("authorization"))
         if token is None:
             return None
-        key = await self.keys.verify(token)
+        key = await self.verify(token, client_address(conn))
         if key is None:
             raise InvalidKey("invalid or revoked API key")
         return AuthCredentials(["authenticated", key.role.value]), Principal(key.actor())

@@ -12,11 +12,15 @@ import logging
 from collections.abc import AsyncGenerator
 
 import strawberry
-from graphql import GraphQLError
-from strawberry.extensions import MaskErrors, ParserCache, ValidationCache
+from graphql import GraphQLError, GraphQLInputObjectType
+from graphql.type.definition import GraphQLDefaultInput
+from strawberry.extensions import MaskErrors, ValidationCache
+from strawberry.printer.ast_from_value import ast_from_value
 
 from queuelog.auth.permissions import AdminOnly, Authenticated, ProducerOrAdmin, WorkerOrAdmin
+from queuelog.config import Settings
 from queuelog.resolvers import mutations, queries, subscriptions
+from queuelog.schema.limits import EdgeRules, LimitedParserCache, QueryLimits
 from queuelog.schema.types import (
     ApiKey,
     ClaimJobPayload,
@@ -110,29 +114,52 @@ class Subscription:
 def _unexpected(error: GraphQLError) -> bool:
     """Mask every error that is not one of ours (GraphQLErrors carry their own code)."""
     original = error.original_error
-    if original is None or isinstance(original, GraphQLError):
-        return False
-    log.error("unexpected error at %s", error.path, exc_info=original)
-    return True
+    return original is not None and not isinstance(original, GraphQLError)
 
 
 class MaskUnexpected(MaskErrors):
+    """The client gets INTERNAL_SERVER_ERROR and the request id; the log gets the rest."""
+
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
+        request = getattr(self.execution_context.context, "request", None)
+        request_id = None if request is None else request.scope.get("state", {}).get("request_id")
+        log.error(
+            "unexpected error (request %s) at %s",
+            request_id,
+            error.path,
+            exc_info=error.original_error,
+        )
         masked = super().anonymise_error(error)
-        masked.extensions = {"code": "INTERNAL_SERVER_ERROR"}
+        masked.extensions = {"code": "INTERNAL_SERVER_ERROR", "requestId": request_id}
         return masked
 
 
-def build_schema() -> strawberry.Schema:
-    return strawberry.Schema(
+def _literal_defaults(schema: strawberry.Schema) -> strawberry.Schema:
+    """graphql-core cannot turn a JSON default such as `payload: JSON = {}` back into a
+    literal, so introspection (and GraphiQL) failed on it; give it the literal strawberry
+    prints in the SDL."""
+    for type_ in schema._schema.type_map.values():
+        if isinstance(type_, GraphQLInputObjectType):
+            for field in type_.fields.values():
+                if isinstance(field.default_value, dict | list) and field.default is None:
+                    literal = ast_from_value(field.default_value, field.type)
+                    field.default = GraphQLDefaultInput(field.default_value, literal)  # type: ignore[arg-type]
+    return schema
+
+
+def build_schema(settings: Settings | None = None) -> strawberry.Schema:
+    limits = QueryLimits.from_settings(settings or Settings())
+    schema = strawberry.Schema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
         extensions=[
-            lambda: ParserCache(maxsize=1024),
+            lambda: EdgeRules(limits),
+            lambda: LimitedParserCache(limits.max_tokens, maxsize=1024),
             lambda: ValidationCache(maxsize=1024),
             lambda: MaskUnexpected(
                 should_mask_error=_unexpected, error_message="Internal server error"
             ),
         ],
     )
+    return _literal_defaults(schema)

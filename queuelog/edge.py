@@ -1,0 +1,290 @@
+"""The HTTP edge of /graphql: GraphQL-over-HTTP media types and status codes, request ids,
+security headers, the per-key rate limit, and the execution timeout.
+
+- `application/graphql-response+json` when the client prefers it: 400 for a request that
+  is not well-formed or whose document does not parse or validate (no `data` entry), 200
+  once execution ran. `application/json` otherwise (no or a wildcard `Accept`): 200 for every
+  well-formed request. 406 when the client accepts neither.
+- Every response, whatever produced it, carries `X-Request-Id`, `nosniff`, frame denial and
+  a CSP (the GraphiQL page gets one that allows exactly what the page loads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import re
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+from cross_web import HTTPException
+from graphql import GraphQLError
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLHTTPResponse
+from strawberry.http.parse_content_type import parse_content_type
+from strawberry.schema.exceptions import InvalidOperationTypeError
+from strawberry.types import ExecutionResult
+from strawberry.types.unset import UNSET
+
+from queuelog.auth.backend import Principal
+from queuelog.auth.ratelimit import RateLimited, TokenBuckets
+from queuelog.resolvers.context import Context
+
+GRAPHQL_RESPONSE = "application/graphql-response+json"
+JSON = "application/json"
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_HTTP_CODES = {405: "METHOD_NOT_ALLOWED", 406: "NOT_ACCEPTABLE", 415: "UNSUPPORTED_MEDIA_TYPE"}
+# Request errors (no `data`) whose status is not 400.
+_STATUS_BY_CODE = {"EXECUTION_TIMEOUT": 503, "INTERNAL_SERVER_ERROR": 500}
+
+SECURITY_HEADERS = {
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+    "cross-origin-opener-policy": "same-origin",
+}
+API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+
+
+def negotiate(accept: str | None) -> str | None:
+    """The media type to answer in: the client's highest-priority one we support."""
+    if not accept or not accept.strip():
+        return JSON
+    best: tuple[float, int, str] | None = None
+    for i, part in enumerate(accept.split(",")):
+        media, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        media = media.lower()
+        candidate = (
+            GRAPHQL_RESPONSE
+            if media == GRAPHQL_RESPONSE
+            else JSON
+            if media in (JSON, "application/*", "*/*")
+            else None
+        )
+        if candidate and q > 0 and (best is None or (q, -i) > best[:2]):
+            best = (q, -i, candidate)
+    return best[2] if best else None
+
+
+def error_response(
+    accept: str | None,
+    status: int,
+    message: str,
+    code: str,
+    headers: dict[str, str] | None = None,
+    **extensions: Any,
+) -> Response:
+    body = {"errors": [{"message": message, "extensions": {"code": code, **extensions}}]}
+    media = negotiate(accept) or JSON
+    return Response(orjson.dumps(body), status, headers, media_type=f"{media}; charset=utf-8")
+
+
+def rate_limited(
+    accept: str | None, exc: RateLimited, what: str = "rate limit exceeded"
+) -> Response:
+    return error_response(
+        accept,
+        429,
+        f"{what}; retry after {exc.retry_after:.2f} s",
+        "RATE_LIMITED",
+        {"Retry-After": exc.header},
+        retryAfter=round(exc.retry_after, 3),
+    )
+
+
+def page_csp(html: str) -> str:
+    """A CSP for an HTML page that allows exactly the scripts and styles it loads."""
+
+    def origin(url: str) -> str:
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    scripts = re.findall(r'<script\b[^>]*\bsrc="(https://[^"]+)"', html)
+    styles = re.findall(r'<link\b[^>]*\bhref="(https://[^"]+)"', html)
+    inline = re.findall(r"<script>(.*?)</script>", html, re.DOTALL)
+    hashes = [
+        "'sha256-" + base64.b64encode(hashlib.sha256(s.encode()).digest()).decode() + "'"
+        for s in inline
+    ]
+    script_src = " ".join(dict.fromkeys(["'self'", *map(origin, scripts), *hashes]))
+    style_src = " ".join(dict.fromkeys(["'self'", "'unsafe-inline'", *map(origin, styles)]))
+    return (
+        f"default-src 'none'; script-src {script_src}; style-src {style_src}; "
+        f"font-src 'self' data: {' '.join(dict.fromkeys(map(origin, styles)))}; "
+        "img-src 'self' data:; connect-src 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    ).replace("  ", " ")
+
+
+class EdgeHeaders:
+    """Give each request an id (`X-Request-Id`, kept from the client when it is sane) and
+    every HTTP response the security headers."""
+
+    def __init__(self, app: ASGIApp, page_csp: str = API_CSP) -> None:
+        self.app = app
+        self.page_csp = page_csp
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        given = Headers(scope=scope).get("x-request-id", "")
+        request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers.update(SECURITY_HEADERS)
+                html = headers.get("content-type", "").startswith("text/html")
+                headers["content-security-policy"] = self.page_csp if html else API_CSP
+                headers.setdefault("cache-control", "no-store")
+                headers["x-request-id"] = request_id
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class KeyRateLimit:
+    """A token bucket per API key (after authentication): over it, HTTP 429 RATE_LIMITED."""
+
+    def __init__(self, app: ASGIApp, buckets: TokenBuckets) -> None:
+        self.app = app
+        self.buckets = buckets
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        user = scope.get("user")
+        if scope["type"] == "http" and isinstance(user, Principal):
+            try:
+                self.buckets.take(user.actor.name)
+            except RateLimited as exc:
+                accept = Headers(scope=scope).get("accept")
+                await rate_limited(accept, exc)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class SpecGraphQL(GraphQL[Context, None]):
+    """strawberry's ASGI view, made to follow GraphQL-over-HTTP where it does not already."""
+
+    def __init__(self, *args: Any, execution_timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.execution_timeout = execution_timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            response = await self.run(request)
+        except HTTPException as e:
+            response = error_response(
+                request.headers.get("accept"),
+                e.status_code,
+                e.reason,
+                _HTTP_CODES.get(e.status_code, "BAD_REQUEST"),
+                {"Allow": "POST"} if e.status_code == 405 else None,
+            )
+        await response(scope, receive, send)  # type: ignore[operator]
+
+    async def run(  # type: ignore[override]
+        self, request: Request | WebSocket, context: Any = UNSET, root_value: Any = UNSET
+    ) -> Response | WebSocket:
+        if isinstance(request, WebSocket):
+            return await super().run(request, context, root_value)
+        media = negotiate(request.headers.get("accept"))
+        if media is None and not self.should_render_graphql_ide(
+            self.request_adapter_class(request)
+        ):
+            raise HTTPException(
+                406, f"this endpoint answers in {GRAPHQL_RESPONSE} or {JSON}; accept one of them"
+            )
+        response = await super().run(request, context, root_value)
+        if response.headers.get("content-type", "").startswith(JSON) and media:
+            status = getattr(request.state, "graphql_status", 200)
+            if media == GRAPHQL_RESPONSE or status != 400:
+                response.status_code = status
+            response.headers["content-type"] = f"{media}; charset=utf-8"
+        return response
+
+    def decode_json(self, data: str | bytes) -> object:
+        # orjson: strict UTF-8, and nesting past 1,024 levels is a JSONDecodeError, not a
+        # RecursionError.
+        return orjson.loads(data)
+
+    def parse_json(self, data: str | bytes) -> Any:
+        try:
+            return self.decode_json(data)
+        except orjson.JSONDecodeError as e:
+            raise HTTPException(400, f"the request is not valid UTF-8 JSON: {e}") from e
+
+    async def parse_http_body(self, request: Any) -> Any:
+        content_type, params = parse_content_type(request.content_type or "")
+        if request.method == "POST":
+            if content_type != JSON:
+                raise HTTPException(415, f"send the operation as {JSON}")
+            if params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
+                raise HTTPException(415, "the request body must be UTF-8")
+        try:
+            return await super().parse_http_body(request)
+        except AttributeError as e:  # a JSON body that is neither an object nor an array
+            raise HTTPException(400, "the request body must be a JSON object") from e
+        except HTTPException as e:
+            if e.reason == "Batching is not enabled":
+                raise HTTPException(
+                    400,
+                    "batched operations (a JSON array body) are not supported: "
+                    "send one operation per request",
+                ) from e
+            raise
+
+    async def execute_single(self, *args: Any, **kwargs: Any) -> ExecutionResult:
+        timeout = asyncio.timeout(self.execution_timeout)
+        try:
+            async with timeout:
+                return await super().execute_single(*args, **kwargs)
+        except TimeoutError:
+            if not timeout.expired():
+                raise
+            message = (
+                f"execution took longer than {self.execution_timeout:g} s "
+                "(QUEUELOG_EXECUTION_TIMEOUT_SECONDS)"
+            )
+            error = GraphQLError(message, extensions={"code": "EXECUTION_TIMEOUT"})
+            return ExecutionResult(data=None, errors=[error])
+        except HTTPException as e:
+            method = kwargs["request_adapter"].method
+            if isinstance(e.__cause__, InvalidOperationTypeError) and method == "GET":
+                raise HTTPException(405, f"{e.reason}: use POST") from e
+            raise
+
+    async def process_result(
+        self, request: Request, result: ExecutionResult
+    ) -> GraphQLHTTPResponse:
+        data = await super().process_result(request, result)
+        errors = result.errors or []
+        if result.data is None and errors and all(e.path is None for e in errors):
+            # A request error: execution never began, so there is no `data` entry.
+            data.pop("data", None)
+            codes = [(e.extensions or {}).get("code") for e in errors]
+            request.state.graphql_status = next(
+                (_STATUS_BY_CODE[c] for c in codes if c in _STATUS_BY_CODE), 400
+            )
+        return data
