@@ -17,7 +17,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(
             r"(?i)\b([\w\-]*(?:password|passwd|pwd|secret|token|api[_\-]?key|apikey|"
             r"access[_\-]?key|private[_\-]?key|credential|auth)[\w\-]*)"
-            r"(\s*[=:]\s*|\"\s*:\s*\"|'\s*:\s*')[^\s,;&'\"]+"
+            r"(\s*[=:]\s*[\"']?|\"\s*:\s*\"|'\s*:\s*')[^\s,;&'\"]+"
         ),
         rf"\1\2{REDACTED}",
     ),
