@@ -3,11 +3,13 @@ watermark, cursors never reused."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
 
-from queuelog.app import Services
+from queuelog.app import Services, open_services
+from queuelog.config import Settings
 from queuelog.events.feed import CursorExpired, EventFeed, Interest
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor, EnqueueRequest, JobEvent, Priority, Role
@@ -101,3 +103,23 @@ async def test_followers_see_only_what_they_may_read(services: Services, feed: E
     ]
     await mine.aclose()
     await held.aclose()
+
+
+async def test_postgres_notify_wakes_the_reader_for_another_process_s_commit(
+    services: Services, settings: Settings
+) -> None:
+    if services.db.dialect != "postgresql":
+        pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
+    feed = EventFeed(services.db, poll_interval=3600)  # no polling: only NOTIFY wakes it
+    await feed.start()
+    elsewhere = open_services(settings)  # its commits do not call this feed's hook
+    try:
+        follower = feed.follow(feed.head, ADMIN)
+        job, _ = await elsewhere.service.enqueue(PRODUCER, EnqueueRequest("email"))
+        async with asyncio.timeout(30):
+            (event,) = await take(follower, 1)
+        assert event.job_id == job.id
+        await follower.aclose()
+    finally:
+        elsewhere.db.close()
+        await feed.stop()
