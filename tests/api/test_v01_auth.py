@@ -3,7 +3,11 @@ bearer key; a bad key is refused with 401; roles are enforced with FORBIDDEN."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from tests.api.attack import (
     COMPLETE,
@@ -197,3 +201,40 @@ def test_v01_settling_by_a_producer_is_forbidden(server: LiveServer, job_type: s
         resp = server.post(doc, variables, producer)
         assert top_level_codes(resp.json()) == ["FORBIDDEN"], resp.text
     assert snapshot(server, job_type) == before
+
+
+def _ws_close_code(server: LiveServer, first: dict[str, Any]) -> int | None:
+    """Send one message on a fresh graphql-transport-ws socket; the code it was closed with
+    (None when the server answered instead)."""
+    with connect(server.ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+        ws.send(json.dumps(first))
+        try:
+            ws.recv(timeout=10)
+        except ConnectionClosed as closed:
+            return None if closed.rcvd is None else closed.rcvd.code
+        return None
+
+
+def test_v01_websocket_needs_a_live_key(server: LiveServer) -> None:
+    name = server.unique_name("ws-leaving")
+    revoked = server.create_key("PRODUCER", name=name)
+    live = server.create_key("PRODUCER")
+    server.gql(REVOKE, {"n": name}, ADMIN_SECRET)
+    for payload in (None, {}, {"authorization": "Bearer ql_nope"}, {"authorization": revoked}):
+        init: dict[str, Any] = {"type": "connection_init"}
+        if payload is not None:
+            init["payload"] = payload
+        assert _ws_close_code(server, init) == 4403, payload
+    init = {"type": "connection_init", "payload": {"authorization": f"Bearer {revoked}"}}
+    assert _ws_close_code(server, init) == 4403
+    subscribe = {
+        "type": "subscribe",
+        "id": "1",
+        "payload": {"query": "subscription { jobStatusChanged { status } }"},
+    }
+    assert _ws_close_code(server, subscribe) == 4401  # subscribing before connection_init
+    with connect(server.ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+        ws.send(
+            json.dumps({"type": "connection_init", "payload": {"authorization": f"Bearer {live}"}})
+        )
+        assert json.loads(ws.recv(timeout=10))["type"] == "connection_ack"
