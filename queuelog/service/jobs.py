@@ -406,7 +406,7 @@ class JobService:
         validation.bounded(first, 1, PAGE_MAX, "first", ["first"])
         before_id = None
         if after is not None:
-            if not after.isdigit() or len(after) > 19:
+            if not (after.isascii() and after.isdigit()) or len(after) > 18:
                 raise errors.ValidationFailed("after is not a cursor from this list", ["after"])
             before_id = int(after)
         rows, more, total = await self.db.read(

@@ -235,6 +235,18 @@ async def test_a_worker_whose_lease_expired_is_not_the_owner(svc: JobService, cl
     await refused("NOT_JOB_OWNER", svc.heartbeat(W1, job.id, None))
     done = await svc.complete(W2, job.id, None)
     assert done.status is Status.COMPLETED and done.worker_id == W2.name
+    await refused("NOT_JOB_OWNER", svc.fail(W1, job.id, "late"))  # it was W1's once
+
+
+async def test_a_worker_whose_job_failed_on_lease_expiry_is_not_the_owner(
+    svc: JobService, clock: Clock
+) -> None:
+    job = await enqueue(svc, max_retries=0)
+    await claim_one(svc, lease=10)
+    clock.advance(11)
+    assert await svc.rescue_expired() == 1
+    e = await refused("NOT_JOB_OWNER", svc.complete(W1, job.id, None))
+    assert e.field == ["id"]
 
 
 async def test_another_worker_cannot_settle_a_held_job(svc: JobService) -> None:
@@ -515,10 +527,14 @@ async def test_page_cursor_and_bounds(svc: JobService) -> None:
             "VALIDATION_FAILED", svc.page(P1, status=None, job_type=None, first=bad, after=None)
         )
         assert e.field == ["first"]
-    e = await refused(
-        "VALIDATION_FAILED", svc.page(P1, status=None, job_type=None, first=1, after="x")
-    )
-    assert e.field == ["after"]
+    # Not digits, non-ASCII digits, or past the 64-bit ids: a clear error, not a crash.
+    for cursor in ("x", "-1", "²", "9" * 19):
+        e = await refused(
+            "VALIDATION_FAILED", svc.page(P1, status=None, job_type=None, first=1, after=cursor)
+        )
+        assert e.field == ["after"]
+    big = await svc.page(P1, status=None, job_type=None, first=1, after="9" * 18)
+    assert [j.id for j in big.jobs] == [made[4].id]
 
 
 # -- expired leases ---------------------------------------------------------------------------
