@@ -194,6 +194,19 @@ async def test_fail_stores_the_error_sanitized(svc: JobService) -> None:
     assert "[REDACTED]" in final.error
 
 
+async def test_complete_refuses_a_result_over_the_limit_and_keeps_the_job(svc: JobService) -> None:
+    job = await enqueue(svc)
+    await claim_one(svc)
+    before = snapshot(svc.db)
+    e = await refused("PAYLOAD_TOO_LARGE", svc.complete(W1, job.id, TOO_BIG))
+    assert e.field == ["result"]
+    e = await refused("VALIDATION_FAILED", svc.complete(W1, job.id, {1: "not JSON"}))
+    assert e.field == ["result"]
+    assert snapshot(svc.db) == before
+    done = await svc.complete(W1, job.id, {"ok": [1, 2]})
+    assert done.result == {"ok": [1, 2]} and done.status is Status.COMPLETED
+
+
 # -- who may settle a job ---------------------------------------------------------------------
 
 
