@@ -95,6 +95,8 @@ class KeyStore:
         return [ApiKey.from_row(r) for r in await self.db.read(keys_sql.all_keys)]
 
     async def revoke(self, name: str) -> bool:
+        if not name.isprintable():  # no key has such a name (and PostgreSQL refuses NULs)
+            return False
         return await self.db.write(keys_sql.revoke, name, datetime.now(UTC))
 
     async def count(self) -> int:

@@ -58,6 +58,12 @@ def _scope(actor: Actor) -> dict[str, str | None]:
     }
 
 
+def _matchable(job_type: str | None) -> bool:
+    """Configured job types are printable; a filter that is not matches no job (and
+    PostgreSQL would refuse its NUL characters outright)."""
+    return job_type is None or job_type.isprintable()
+
+
 def _require(actor: Actor, *roles: Role) -> None:
     if actor.role is not Role.ADMIN and actor.role not in roles:
         raise errors.Forbidden(f"the {actor.role.value} role may not do this")
@@ -409,6 +415,8 @@ class JobService:
             if not (after.isascii() and after.isdigit()) or len(after) > 18:
                 raise errors.ValidationFailed("after is not a cursor from this list", ["after"])
             before_id = int(after)
+        if not _matchable(job_type):
+            return Page([], False, 0)
         rows, more, total = await self.db.read(
             jobs_sql.page,
             **_scope(actor),
@@ -420,6 +428,8 @@ class JobService:
         return Page([Job.from_row(r) for r in rows], more, total)
 
     async def counts(self, actor: Actor, job_type: str | None) -> dict[str, int]:
+        if not _matchable(job_type):
+            return {s.value: 0 for s in Status}
         return await self.db.read(jobs_sql.counts, **_scope(actor), job_type=job_type)
 
     async def history(self, job_id: int, first: int) -> list[JobEvent]:

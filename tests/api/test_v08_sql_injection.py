@@ -76,7 +76,7 @@ def test_v08_key_names_stored_literally(server: LiveServer, job_type: str) -> No
         assert name in api_keys(server)
     # A revoke aimed at every key by a SQL condition revokes nothing.
     before = api_keys(server)
-    for text in ("' OR '1'='1", "admin' --", "%"):
+    for text in ("' OR '1'='1", "admin' --", "%", "admin\x00"):
         out = server.gql(
             "mutation($n: String!) { revokeApiKey(name: $n) }", {"n": text}, ADMIN_SECRET
         )
@@ -87,7 +87,7 @@ def test_v08_key_names_stored_literally(server: LiveServer, job_type: str) -> No
 
 def test_v08_filters_and_ids_are_literal(server: LiveServer, job_type: str) -> None:
     enqueued(server, ADMIN_SECRET, type=job_type)
-    for text in [*INJECTIONS, "' OR '1'='1", "%"]:
+    for text in [*INJECTIONS, "' OR '1'='1", "%", "email\x00", "\x00"]:
         data = server.gql(
             """query($t: String!) {
                  jobs(type: $t) { totalCount } queueStats(type: $t) { pending running } }""",
