@@ -11,6 +11,7 @@ from tests.api.attack import (
     COMPLETE,
     FAIL,
     HEARTBEAT,
+    JOB,
     admin_job,
     claim,
     enqueued,
@@ -101,3 +102,26 @@ def test_v05_expired_lease_is_not_ownership(server: LiveServer, job_type: str) -
     assert job["status"] in ("RUNNING", "PENDING"), job
     assert job["result"] is None
     assert job["error"] in (None, "lease expired"), job
+
+
+def test_v05_other_producer_cannot_cancel_or_see(server: LiveServer, job_type: str) -> None:
+    owner = server.create_key("PRODUCER", [job_type])
+    other = server.create_key("PRODUCER", [job_type])
+    job = enqueued(server, owner, type=job_type)
+    before = snapshot(server, job_type)
+    out = server.gql(
+        "mutation($id: ID!) { cancelJob(id: $id) { job { id } userErrors { code field } } }",
+        {"id": job["id"]},
+        other,
+    )["cancelJob"]
+    # Indistinguishable from a job that does not exist.
+    assert out == {"job": None, "userErrors": [{"code": "NOT_FOUND", "field": ["id"]}]}
+    assert server.gql(JOB, {"id": job["id"]}, other) == {"job": None}
+    seen = server.gql(
+        """query($t: String!) { jobs(type: $t) { totalCount }
+             queueStats(type: $t) { pending } }""",
+        {"t": job_type},
+        other,
+    )
+    assert seen == {"jobs": {"totalCount": 0}, "queueStats": {"pending": 0}}
+    assert snapshot(server, job_type) == before
