@@ -23,7 +23,7 @@ Info = strawberry.Info[Context, None]
 
 def parse_id(value: str) -> int | None:
     """A job id as the API shows it (a decimal string), or None when it cannot be one."""
-    return int(value) if value.isdigit() and len(value) <= 18 else None
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
 
 
 def viewer(info: Info) -> Viewer:
