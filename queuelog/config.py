@@ -55,6 +55,7 @@ class Settings(BaseSettings):
     retention_failed_days: float = Field(default=30.0, ge=0)
     prune_batch_size: int = Field(default=1_000, ge=1)
     maintenance_interval_seconds: float = Field(default=5.0, gt=0)
+    prune_interval_seconds: float = Field(default=60.0, gt=0)
 
     # subscriptions (see README "Subscriptions")
     event_poll_seconds: float = Field(default=0.25, gt=0, le=60)

@@ -1,4 +1,4 @@
-"""The server's maintenance loop: rescue expired leases often, prune now and then."""
+"""The server's maintenance loop: rescue expired leases every round, prune now and then."""
 
 from __future__ import annotations
 
@@ -9,17 +9,21 @@ from queuelog.service.jobs import JobService
 from queuelog.service.retention import prune
 
 log = logging.getLogger("queuelog.maintenance")
-PRUNE_EVERY = 12  # rounds
 
 
 async def maintenance_loop(service: JobService, interval: float) -> None:
-    rounds = 0
+    """Every `interval` seconds rescue expired leases; every `prune_interval_seconds` (and
+    once at start) apply retention. A failed round is logged and the loop goes on."""
+    loop = asyncio.get_running_loop()
+    prune_every = service.settings.prune_interval_seconds
+    next_prune = loop.time()
     while True:
         try:
             rescued = await service.rescue_expired()
             if rescued:
                 log.info("rescued %d job(s) with expired leases", rescued)
-            if rounds % PRUNE_EVERY == 0:
+            if loop.time() >= next_prune:
+                next_prune = loop.time() + prune_every
                 pruned = await prune(service)
                 if any(pruned.values()):
                     log.info("pruned %s", pruned)
@@ -27,5 +31,4 @@ async def maintenance_loop(service: JobService, interval: float) -> None:
             raise
         except Exception:
             log.exception("maintenance round failed; retrying next round")
-        rounds += 1
         await asyncio.sleep(interval)

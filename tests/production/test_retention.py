@@ -3,9 +3,6 @@ their age, with their events, in bounded batches; queueStats stays right."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from queuelog import cli
 from queuelog.app import Services
 from queuelog.service.models import Actor, EnqueueRequest
 from queuelog.service.retention import prune
@@ -60,26 +58,22 @@ def _finish(keys: Keys, how: str) -> str:
     return str(job["id"])
 
 
-def _cli_prune(db_url: str, workdir: Path, *args: str, **env: str) -> str:
-    run = subprocess.run(
-        [sys.executable, "-m", "queuelog.cli", "prune", *args],
-        env={**os.environ, "QUEUELOG_DATABASE_URL": db_url, **env},
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 0, run.stderr
-    return run.stdout
+def _cli_prune(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """`queuelog prune` in this process (the command is the same; the import is not paid again)."""
+    assert cli.main(["prune", *args]) == 0
+    return capsys.readouterr().out
 
 
-def test_maintenance_loop_and_cli_prune(db: str, tmp_path: Path) -> None:
+def test_maintenance_loop_and_cli_prune(
+    db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     server = LiveServer(
         db,
         tmp_path,
         {
             "QUEUELOG_MAINTENANCE_INTERVAL_SECONDS": "0.2",
-            "QUEUELOG_RETENTION_COMPLETED_DAYS": str(1.5 / DAY),
+            "QUEUELOG_PRUNE_INTERVAL_SECONDS": "0.3",
+            "QUEUELOG_RETENTION_COMPLETED_DAYS": str(1 / DAY),
         },
     ).start()
     try:
@@ -97,7 +91,7 @@ def test_maintenance_loop_and_cli_prune(db: str, tmp_path: Path) -> None:
         }
         assert _event_count(db, [completed, cancelled]) == 5
 
-        # Completed and cancelled jobs go after 1.5 s; failed ones are kept 30 days.
+        # Completed and cancelled jobs go after 1 s; failed ones are kept 30 days.
         wait_for(lambda: _gone(keys, completed) and _gone(keys, cancelled), 10)
         assert _event_count(db, [completed, cancelled]) == 0
         assert not _gone(keys, failed) and not _gone(keys, pending)
@@ -111,12 +105,14 @@ def test_maintenance_loop_and_cli_prune(db: str, tmp_path: Path) -> None:
 
         # The CLI, with a failed-job age of 1 s and batches of 2.
         more = [_finish(keys, "fail") for _ in range(4)]
-        env = {"QUEUELOG_RETENTION_FAILED_DAYS": str(1 / DAY), "QUEUELOG_PRUNE_BATCH_SIZE": "2"}
+        monkeypatch.setenv("QUEUELOG_DATABASE_URL", db)
+        monkeypatch.setenv("QUEUELOG_RETENTION_FAILED_DAYS", str(1 / DAY))
+        monkeypatch.setenv("QUEUELOG_PRUNE_BATCH_SIZE", "2")
         time.sleep(1.1)
-        out = _cli_prune(db, tmp_path, "--dry-run", **env)
+        out = _cli_prune(capsys, "--dry-run")
         assert "would delete 5 failed job(s)" in out
         assert keys.stats()["failed"] == 5  # a dry run deletes nothing
-        out = _cli_prune(db, tmp_path, **env)
+        out = _cli_prune(capsys)
         assert "deleted 5 failed job(s)" in out
         assert all(_gone(keys, j) for j in [failed, *more])
         assert _event_count(db, [failed, *more]) == 0
