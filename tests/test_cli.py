@@ -21,9 +21,8 @@ CHECK_CONTRACT = ROOT.parent / "shared" / "tools" / "check_contract.py"
 
 
 def cli(*args: str, db_url: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "QUEUELOG_DATABASE_URL": db_url, **env}
-    full.pop("QUEUELOG_ADMIN_KEY", None)
-    full.update(env)
+    full = {k: v for k, v in os.environ.items() if not k.startswith("QUEUELOG_")}
+    full.update(QUEUELOG_DATABASE_URL=db_url, **env)
     return subprocess.run(
         [sys.executable, "-m", "queuelog.cli", *args],
         env=full,
