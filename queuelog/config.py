@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,10 @@ class JobTypeConfig:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="QUEUELOG_", extra="ignore")
+    # Errors never echo the values: QUEUELOG_ADMIN_KEY is a secret.
+    model_config = SettingsConfigDict(
+        env_prefix="QUEUELOG_", extra="ignore", hide_input_in_errors=True
+    )
 
     database_url: str = "sqlite:///./queuelog.db"
     job_types: Annotated[tuple[str, ...], NoDecode] = ("email", "pdf", "sync")
@@ -110,6 +114,19 @@ class Settings(BaseSettings):
         for name in value:
             if not name.isprintable() or len(name) > 64 or " " in name:
                 raise ValueError(f"invalid job type name {name!r}")
+        return value
+
+    @field_validator("admin_key", mode="before")
+    @classmethod
+    def _check_admin_key(cls, value: object) -> object:
+        if value in (None, ""):
+            return None
+        # The shape auth.keys accepts as a bearer key; any other would be stored and never work.
+        if not isinstance(value, str) or not re.fullmatch(r"ql_[A-Za-z0-9_\-]{29,253}", value):
+            raise ValueError(
+                "QUEUELOG_ADMIN_KEY must be 'ql_' and then 29 to 253 letters, digits, '-' or '_'"
+                " (e.g. python -c 'import secrets; print(\"ql_\" + secrets.token_urlsafe(32))')"
+            )
         return value
 
     def type_configs(self) -> dict[str, JobTypeConfig]:

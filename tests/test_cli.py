@@ -207,3 +207,15 @@ def test_bad_database_url_is_a_clear_error(
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert out.stderr.startswith("error: ") and message in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_unusable_admin_key_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    """A QUEUELOG_ADMIN_KEY that could never authenticate is refused before anything starts."""
+    db = tmp_path / "q.db"
+    for bad in ("hunter2-changeme", "ql_short-hunter2", "ql_" + "hunter2 " * 5):
+        out = cli(
+            "serve", "--port", "0", db_url=f"sqlite:///{db}", cwd=tmp_path, QUEUELOG_ADMIN_KEY=bad
+        )
+        assert out.returncode == 2, out.stderr
+        assert "QUEUELOG_ADMIN_KEY must" in out.stderr and "hunter2" not in out.stderr
+    assert not db.exists()
