@@ -125,13 +125,15 @@ class JobService:
     @staticmethod
     def _enqueue_many(tx: Tx, rows: list[dict[str, Any]]) -> list[Any]:
         plain = [r for r in rows if r["idempotency_key"] is None]
+        keyed = [r for r in rows if r["idempotency_key"] is not None]
         inserted = iter(jobs_sql.insert(tx, plain) if plain else [])
+        held = iter(jobs_sql.insert_idempotent_many(tx, keyed) if keyed else [])
         out = []
         for i, values in enumerate(rows):
             if values["idempotency_key"] is None:
                 out.append(next(inserted))
                 continue
-            row, _created = jobs_sql.insert_idempotent(tx, values)
+            row, _created = next(held)
             if row.request_hash != values["request_hash"]:
                 # Raising rolls the whole batch back: all or nothing.
                 raise errors.IdempotencyKeyReused(

@@ -18,7 +18,13 @@ J = jobs.c
 ALL = tuple(J)
 STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 
-_INSERT = jobs.insert().returning(*ALL, sort_by_parameter_order=True)
+# Rows come back in input order. SQLAlchemy cannot sort a multi-row INSERT's RETURNING by
+# parameter order on SQLite and would insert row by row; SQLite gives rowids ascending in
+# VALUES order, so there the rows are sorted by id instead: one statement on both.
+_INSERT = {
+    "postgresql": jobs.insert().returning(*ALL, sort_by_parameter_order=True),
+    "sqlite": jobs.insert().returning(*ALL),
+}
 _IDEMPOTENT_INSERT = {
     "sqlite": sqlite.insert(jobs)
     .on_conflict_do_nothing(index_elements=[J.producer, J.idempotency_key])
@@ -56,7 +62,9 @@ _SQLITE_PICK = (
 
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[Row[Any]]:
     """Insert jobs (none with an idempotency key), in order, recording their creation."""
-    rows = list(tx.conn.execute(_INSERT, list(values)).all())
+    rows = list(tx.conn.execute(_INSERT[tx.dialect], list(values)).all())
+    if tx.dialect == "sqlite":
+        rows.sort(key=lambda r: r.id)
     for row in rows:
         tx.record(row, None)
     return rows
@@ -72,6 +80,35 @@ def insert_idempotent(tx: Tx, values: Mapping[str, Any]) -> tuple[Row[Any], bool
         _BY_KEY, {"producer": values["producer"], "key": values["idempotency_key"]}
     ).one()
     return existing, False
+
+
+def insert_idempotent_many(
+    tx: Tx, values: Sequence[Mapping[str, Any]]
+) -> list[tuple[Row[Any], bool]]:
+    """Insert one producer's jobs that carry idempotency keys with one INSERT (and at most
+    one SELECT for the keys already taken); for each input, in order, the job holding its key
+    and whether this call created it. A key repeated within `values` is created once."""
+    producer = values[0]["producer"]
+    assert all(v["producer"] == producer for v in values)
+    created = {
+        r.idempotency_key: r
+        for r in tx.conn.execute(_IDEMPOTENT_INSERT[tx.dialect], list(values)).all()
+    }
+    taken = [v["idempotency_key"] for v in values if v["idempotency_key"] not in created]
+    existing = {}
+    if taken:
+        stmt = sa.select(*ALL).where(J.producer == producer, J.idempotency_key.in_(taken))
+        existing = {r.idempotency_key: r for r in tx.conn.execute(stmt).all()}
+    out = []
+    for v in values:
+        row = created.pop(v["idempotency_key"], None)
+        if row is not None:
+            tx.record(row, None)
+            existing[row.idempotency_key] = row  # a later repeat in this batch finds it
+            out.append((row, True))
+        else:
+            out.append((existing[v["idempotency_key"]], False))
+    return out
 
 
 def by_key(tx: Tx, producer: str, key: str) -> Row[Any] | None:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
+
+from queuelog.app import Services
+from queuelog.service.models import Actor, EnqueueRequest
 from tests.production.helpers import (
     CANCEL,
     CLAIM_MANY,
@@ -166,3 +170,35 @@ def test_claim_jobs_takes_the_most_urgent_up_to_the_limit(prod: LiveServer, job_
         "failed": 0,
         "cancelled": 0,
     }
+
+
+async def test_batches_take_one_statement_each(
+    services: Services, producer: Actor, worker: Actor
+) -> None:
+    """enqueueJobs and claimJobs cost a fixed number of statements, not one per job."""
+    seen: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        seen.append(" ".join(statement.split()[:3]).upper())
+
+    sa.event.listen(services.db.writer, "before_cursor_execute", count)
+
+    def req(i: int) -> EnqueueRequest:
+        if i % 2 == 0:
+            return EnqueueRequest(type="email", payload={"i": i})
+        key = f"k{i % 200}"  # 100 keys, each given more than once, with the same request
+        return EnqueueRequest(type="email", payload={"key": key}, idempotency_key=key)
+
+    reqs = [req(i) for i in range(500)]
+    jobs = await services.service.enqueue_many(producer, reqs)
+    assert len(jobs) == 500 and len({j.id for j in jobs}) == 250 + 100
+    assert jobs[1].id == jobs[401].id  # the key k1 is repeated: one job
+    inserts = [s for s in seen if s.startswith("INSERT INTO JOBS")]
+    assert len(inserts) == 2, seen  # the plain rows, then the keyed rows
+    assert sum(s.startswith("SELECT") for s in seen) <= 1
+
+    seen.clear()
+    claimed = await services.service.claim(worker, ["email"], 60, 100)
+    assert len(claimed) == 100
+    # One claim statement (SQLite: UPDATE ... WHERE id IN (SELECT ...); PostgreSQL: a CTE).
+    assert sum(s.startswith(("UPDATE JOBS", "WITH CHOSEN")) for s in seen) == 1, seen
