@@ -93,7 +93,7 @@ def test_maintenance_rescues_an_expired_lease_without_any_claim(
 def test_crash_drill_worker_disappears_and_completes_late(prod: LiveServer, job_type: str) -> None:
     keys = Keys.make(prod, job_type)
     job = keys.enqueue(payload={"n": 1})
-    first = keys.claim(lease=1)  # ...and the worker process dies.
+    first = keys.claim(lease=2)  # ...and the worker process dies.
     assert first is not None
 
     # Before the lease ends the second worker gets nothing; after, it gets the job.

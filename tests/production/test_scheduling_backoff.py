@@ -42,9 +42,9 @@ def test_run_at_and_delay_are_validated(prod: LiveServer, job_type: str) -> None
 
 def test_a_job_is_claimable_only_from_its_run_at(prod: LiveServer, job_type: str) -> None:
     keys = Keys.make(prod, job_type)
-    delayed = keys.enqueue(delaySeconds=2, priority="MEDIUM")
-    at = keys.enqueue(runAt=(datetime.now(UTC) + timedelta(seconds=2)).isoformat())
-    assert 1.9 <= seconds(delayed["runAt"], delayed["updatedAt"]) <= 2.0
+    delayed = keys.enqueue(delaySeconds=3, priority="MEDIUM")
+    at = keys.enqueue(runAt=(datetime.now(UTC) + timedelta(seconds=3)).isoformat())
+    assert seconds(delayed["runAt"], delayed["updatedAt"]) == 3
     assert keys.claim() is None  # both wait, though they are the only jobs of the type
     assert keys.stats()["pending"] == 2
     first = wait_for(keys.claim, 5)
