@@ -84,6 +84,8 @@ jobs = sa.Table(
     sa.Index("ix_jobs_producer", "producer", "id"),
     sa.Index("ix_jobs_worker", "worker_id", "id"),
     sa.Index("ix_jobs_finished", "status", "finished_at"),
+    # Ids are never reused on SQLite either, even after the newest jobs are pruned.
+    sqlite_autoincrement=True,
 )
 
 job_events = sa.Table(

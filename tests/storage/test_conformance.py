@@ -418,6 +418,13 @@ def test_prune_works_in_batches(db: Database) -> None:
     assert table_counts(db) == (0, 0)
 
 
+def test_ids_are_never_reused_after_the_newest_jobs_are_pruned(db: Database) -> None:
+    (newest,) = insert(db, job(status="completed", finished_at=at(-100)))
+    assert db.write_sync(jobs_sql.prune, "completed", T0, 100) == 1
+    (after,) = insert(db, job())
+    assert after > newest
+
+
 class _RetryBeforeDelete:
     """A connection that, just before prune's DELETE, retries the job: the race in which
     an admin retries a failed job between prune's SELECT and its DELETE."""

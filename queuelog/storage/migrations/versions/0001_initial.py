@@ -44,6 +44,9 @@ def upgrade() -> None:
         sa.Column("updated_at", UTCDateTime, nullable=False),
         sa.Column("finished_at", UTCDateTime),
         sa.UniqueConstraint("producer", "idempotency_key", name="uq_jobs_producer_idempotency_key"),
+        # AUTOINCREMENT: SQLite would otherwise hand out max(id) + 1, so pruning the newest
+        # jobs would let a new job take the id of one a client still remembers.
+        sqlite_autoincrement=True,
     )
     op.create_index(
         "ix_jobs_claim",
