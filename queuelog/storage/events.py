@@ -72,7 +72,5 @@ def note_pruned(tx: Tx, job_ids: Sequence[int]) -> None:
     top = tx.conn.execute(sa.select(sa.func.max(E.id)).where(E.job_id.in_(job_ids))).scalar()
     if top is not None:
         tx.conn.execute(
-            queuelog_meta.update()
-            .where(M.name == PRUNED_THROUGH, M.value < top)
-            .values(value=top)
+            queuelog_meta.update().where(M.name == PRUNED_THROUGH, M.value < top).values(value=top)
         )
