@@ -382,6 +382,7 @@ class JobService:
 
     def _rescue(self, tx: Tx, now: datetime) -> int:
         rows = jobs_sql.expired_leases(tx, now, RESCUE_BATCH)
+        rescued = 0
         for row in rows:
             if row.retry_count < row.max_retries:
                 values = self._retry_values(row, now, LEASE_EXPIRED)
@@ -393,8 +394,11 @@ class JobService:
                     "finished_at": now,
                     "updated_at": now,
                 }
-            jobs_sql.transition(tx, row.id, RUNNING, values, worker=row.worker_id)
-        return len(rows)
+            # The rows are locked (PostgreSQL) or the write lock is held (SQLite): the
+            # compare-and-set cannot miss, but a rescue is counted only when it happened.
+            if jobs_sql.transition(tx, row.id, RUNNING, values, worker=row.worker_id):
+                rescued += 1
+        return rescued
 
     # -- reads --------------------------------------------------------------------------
 
