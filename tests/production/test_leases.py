@@ -74,6 +74,8 @@ def test_maintenance_rescues_an_expired_lease_without_any_claim(
     assert rescued["error"] == "lease expired"
     assert rescued["retryCount"] == 1
     assert rescued["leaseExpiresAt"] is None and rescued["finishedAt"] is None
+    # An expired lease is a failed attempt: it waits out the backoff (server: 0.1 s base).
+    assert 0 <= seconds(rescued["runAt"], rescued["updatedAt"]) <= 0.1
     assert transitions(rescued)[-1] == ("RUNNING", "PENDING")
 
     # The second expiry exhausts its retries: FAILED, for good.
