@@ -41,16 +41,6 @@ class CursorAhead(Exception):
     """This cursor is newer than every event of this database."""
 
 
-def may_see(viewer: Actor, e: JobEvent) -> bool:
-    """The service's visibility rule, applied to one event as it was when it happened:
-    admins see all, producers their own jobs, workers the jobs they held."""
-    if viewer.role is Role.ADMIN:
-        return True
-    if viewer.role is Role.PRODUCER:
-        return e.producer == viewer.name
-    return e.worker_id == viewer.name
-
-
 @dataclass(frozen=True, slots=True)
 class Interest:
     """What one subscriber asked for, and who it is."""
@@ -65,7 +55,7 @@ class Interest:
             (self.job_id is None or e.job_id == self.job_id)
             and (self.job_type is None or e.job_type == self.job_type)
             and (self.statuses is None or e.status in self.statuses)
-            and may_see(self.viewer, e)
+            and self.viewer.may_see(e.producer, e.worker_id)
         )
 
     def sql(self) -> dict[str, Any]:
@@ -270,4 +260,4 @@ class EventFeed:
                 self._no_followers.set()
 
 
-__all__ = ["CursorAhead", "CursorExpired", "EventFeed", "Interest", "KeyRevoked", "may_see"]
+__all__ = ["CursorAhead", "CursorExpired", "EventFeed", "Interest", "KeyRevoked"]

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from queuelog.config import JobTypeConfig, Settings
-from queuelog.service import errors, validation
+from queuelog.service import errors, ownership, validation
 from queuelog.service.backoff import backoff_seconds
 from queuelog.service.models import (
     Actor,
@@ -23,13 +23,12 @@ from queuelog.service.models import (
     Role,
     Status,
 )
+from queuelog.service.ownership import LEASE_EXPIRED, PENDING, RUNNING
 from queuelog.service.sanitize import sanitize_error
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, Tx
 
-PENDING, RUNNING, FAILED = Status.PENDING.value, Status.RUNNING.value, Status.FAILED.value
-LEASE_EXPIRED = "lease expired"
 BATCH_MAX = 500
 CLAIM_MAX = 100
 PAGE_MAX = 100
@@ -42,13 +41,7 @@ def utcnow() -> datetime:
 
 
 def visible(actor: Actor, row: Any) -> bool:
-    """The one visibility rule: admins see all, producers their own jobs, workers the jobs
-    they hold or last held."""
-    if actor.role is Role.ADMIN:
-        return True
-    if actor.role is Role.PRODUCER:
-        return bool(row.producer == actor.name)
-    return bool(row.worker_id == actor.name)
+    return actor.may_see(row.producer, row.worker_id)
 
 
 def _scope(actor: Actor) -> dict[str, str | None]:
@@ -322,52 +315,14 @@ class JobService:
         """Apply a holder-only transition: only the worker holding a live lease may."""
         now = self.clock()
         row = jobs_sql.get(tx, job_id)
-        if row is not None and self._holds(actor, row, now):
+        if row is not None and ownership.holds(actor, row, now):
             done = jobs_sql.transition(
                 tx, job_id, RUNNING, values(row, now), worker=actor.name, lease_live_at=now
             )
             if done is not None:
                 return done
             row = jobs_sql.get(tx, job_id)
-        raise self._refusal(tx, actor, row, job_id)
-
-    @staticmethod
-    def _holds(actor: Actor, row: Any, now: datetime) -> bool:
-        return bool(
-            row.status == RUNNING
-            and row.worker_id == actor.name
-            and row.lease_expires_at is not None
-            and row.lease_expires_at > now
-        )
-
-    @staticmethod
-    def _refusal(tx: Tx, actor: Actor, row: Any, job_id: int) -> errors.DomainError:
-        """Why a holder-only transition was refused. A worker that lost the job (its lease
-        expired, whatever became of the job since) hears NOT_JOB_OWNER; the last holder of a
-        job that was cancelled or finished hears INVALID_STATE with the job; a caller that
-        never held the job learns nothing beyond NOT_JOB_OWNER for a job someone else runs."""
-        if row is None:
-            return errors.NotFound(f"no job {job_id}", ["id"])
-        mine = row.worker_id == actor.name
-        if row.status == RUNNING:
-            if mine:
-                return errors.NotJobOwner("your lease on this job has expired", ["id"])
-            return errors.NotJobOwner("the job is held by another worker", ["id"])
-        if mine and (
-            row.status == PENDING or (row.status == FAILED and row.error == LEASE_EXPIRED)
-        ):
-            return errors.NotJobOwner(
-                "your lease on this job expired and the job was given back to the queue", ["id"]
-            )
-        if visible(actor, row):
-            return errors.InvalidState(
-                f"the job is {row.status}, not running", ["id"], Job.from_row(row)
-            )
-        if actor.role is Role.WORKER and jobs_sql.held_before(tx, job_id, actor.name):
-            return errors.NotJobOwner(
-                "your lease on this job expired; another worker took it", ["id"]
-            )
-        return errors.NotFound(f"no job {job_id}", ["id"])
+        raise ownership.refusal(tx, actor, row, job_id)
 
     # -- leases -------------------------------------------------------------------------
 

@@ -48,6 +48,15 @@ class Actor:
     def may_use_type(self, job_type: str) -> bool:
         return self.is_admin or self.allowed_types is None or job_type in self.allowed_types
 
+    def may_see(self, producer: str, worker_id: str | None) -> bool:
+        """The one visibility rule, for jobs and their events alike: admins see all,
+        producers the jobs they enqueued, workers the jobs they hold or last held."""
+        if self.role is Role.ADMIN:
+            return True
+        if self.role is Role.PRODUCER:
+            return producer == self.name
+        return worker_id == self.name
+
 
 @dataclass(frozen=True, slots=True)
 class Job:
