@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.common import Profile, median, percentile, psycopg_url, sqlite_path
-from queuelog.app import open_services
 from queuelog.config import Settings
 from queuelog.service.models import Actor, Role
+from queuelog.services import open_services
 from queuelog.storage.migrate import migrate
 
 WORKER = Actor("bench-worker", Role.WORKER)

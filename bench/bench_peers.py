@@ -16,9 +16,9 @@ from typing import Any
 
 from bench.bench_service import PRODUCER, WORKER
 from bench.common import Profile, median, psycopg_url
-from queuelog.app import open_services
 from queuelog.config import Settings
 from queuelog.service.models import EnqueueRequest
+from queuelog.services import open_services
 from queuelog.storage.migrate import migrate
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 
 from bench.common import Profile, median, psycopg_url, sqlite_path
-from queuelog.app import open_services
 from queuelog.config import Settings
 from queuelog.service.models import Actor, EnqueueRequest, Role
+from queuelog.services import open_services
 from queuelog.storage.db import EVENT_LOCK_KEY, NOTIFY_CHANNEL
 from queuelog.storage.migrate import migrate
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -28,48 +27,15 @@ from queuelog.auth.backend import (
     bearer,
     client_address,
 )
-from queuelog.auth.keys import KeyStore
 from queuelog.auth.ratelimit import RateLimited, TokenBuckets
 from queuelog.config import Settings
 from queuelog.edge import API_CSP, EdgeHeaders, KeyRateLimit, SpecGraphQL, page_csp, rate_limited
-from queuelog.events.feed import EventFeed
 from queuelog.events.sessions import Session
 from queuelog.resolvers.context import Context
 from queuelog.schema.schema import build_schema
-from queuelog.service.jobs import JobService
 from queuelog.service.maintenance import maintenance_loop
-from queuelog.storage.db import Database
+from queuelog.services import Services, open_services
 from queuelog.storage.migrate import migrate
-
-
-@dataclass(slots=True)
-class Services:
-    settings: Settings
-    db: Database
-    service: JobService
-    keys: KeyStore
-    feed: EventFeed
-
-
-def open_services(settings: Settings) -> Services:
-    db = Database(
-        settings.database_url,
-        sqlite_synchronous=settings.sqlite_synchronous,
-        busy_timeout_ms=settings.sqlite_busy_timeout_ms,
-        pool_size=settings.pool_size,
-    )
-    return Services(
-        settings=settings,
-        db=db,
-        service=JobService(db, settings),
-        keys=KeyStore(db, settings.job_types),
-        feed=EventFeed(
-            db,
-            window=settings.event_window,
-            poll_interval=settings.event_poll_seconds,
-            idle=min(5.0, settings.key_recheck_seconds),
-        ),
-    )
 
 
 class QueuelogGraphQL(SpecGraphQL):

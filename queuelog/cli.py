@@ -10,11 +10,11 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from queuelog.app import Services, create_app, open_services
 from queuelog.config import Settings
 from queuelog.service.errors import DomainError
 from queuelog.service.models import Priority, Role
 from queuelog.service.retention import prune
+from queuelog.services import Services, open_services
 from queuelog.storage.migrate import migrate
 
 ADMIN_NAME = "admin"
@@ -45,7 +45,10 @@ def _ensure_admin(s: Services) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # Imported here so that keys, migrate and prune start without the web stack.
     import uvicorn
+
+    from queuelog.app import create_app
 
     settings = Settings()
     s = _services()

@@ -10,7 +10,6 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-from strawberry.http.websocket_origin import normalize_allowed_origins
 
 
 class TypeDefaults(BaseModel):
@@ -103,6 +102,8 @@ class Settings(BaseSettings):
     @field_validator("allowed_origins")
     @classmethod
     def _check_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from strawberry.http.websocket_origin import normalize_allowed_origins
+
         normalize_allowed_origins(value)  # raises ValueError on anything but an origin or "*"
         return value
 

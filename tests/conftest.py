@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from queuelog.app import Services, open_services
 from queuelog.config import Settings
 from queuelog.service.models import Actor, Priority, Role
+from queuelog.services import Services, open_services
 from queuelog.storage.migrate import migrate
 from tests.support import BACKENDS, JOB_TYPES, LiveServer, database_url, drop_stale_pg_databases
 

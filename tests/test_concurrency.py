@@ -11,10 +11,10 @@ import httpx
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from queuelog.app import Services, open_services
 from queuelog.config import Settings
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor, EnqueueRequest, Role
+from queuelog.services import Services, open_services
 from queuelog.storage.db import Database, Tx
 from queuelog.storage.migrate import migrate
 from queuelog.storage.tables import job_events

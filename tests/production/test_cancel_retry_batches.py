@@ -6,8 +6,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from queuelog.app import Services
 from queuelog.service.models import Actor, EnqueueRequest
+from queuelog.services import Services
 from tests.production.helpers import (
     CANCEL,
     CLAIM_MANY,

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from queuelog.app import Services
 from queuelog.config import Settings
 from queuelog.service.jobs import JobService
+from queuelog.services import Services
 from queuelog.storage.db import Database, Tx
 from queuelog.storage.tables import job_events, jobs
 from tests.reused_db import db_url, session_pg_url  # noqa: F401  (fixtures)

@@ -19,7 +19,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import event
 
-from queuelog.app import Services
+from queuelog.services import Services
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, Tx

@@ -16,9 +16,10 @@ from contextlib import AsyncExitStack
 import pytest
 import uvicorn
 
-from queuelog.app import Services, create_app
+from queuelog.app import create_app
 from queuelog.config import Settings
 from queuelog.service.models import Actor, EnqueueRequest, Priority, Role
+from queuelog.services import Services
 from tests.subscriptions.wsclient import WS, ws
 from tests.support import LiveServer, free_port
 

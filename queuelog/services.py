@@ -1,0 +1,41 @@
+"""The queue's parts, wired to one database: what the server and the CLI both open."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from queuelog.auth.keys import KeyStore
+from queuelog.config import Settings
+from queuelog.events.feed import EventFeed
+from queuelog.service.jobs import JobService
+from queuelog.storage.db import Database
+
+
+@dataclass(slots=True)
+class Services:
+    settings: Settings
+    db: Database
+    service: JobService
+    keys: KeyStore
+    feed: EventFeed
+
+
+def open_services(settings: Settings) -> Services:
+    db = Database(
+        settings.database_url,
+        sqlite_synchronous=settings.sqlite_synchronous,
+        busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+        pool_size=settings.pool_size,
+    )
+    return Services(
+        settings=settings,
+        db=db,
+        service=JobService(db, settings),
+        keys=KeyStore(db, settings.job_types),
+        feed=EventFeed(
+            db,
+            window=settings.event_window,
+            poll_interval=settings.event_poll_seconds,
+            idle=min(5.0, settings.key_recheck_seconds),
+        ),
+    )
