@@ -30,11 +30,13 @@ from queuelog.auth.backend import (
 from queuelog.auth.ratelimit import RateLimited, TokenBuckets
 from queuelog.config import Settings
 from queuelog.edge import API_CSP, EdgeHeaders, KeyRateLimit, SpecGraphQL, page_csp, rate_limited
+from queuelog.events.listen import listen
 from queuelog.events.sessions import Session
 from queuelog.resolvers.context import Context
 from queuelog.schema.schema import build_schema
 from queuelog.service.maintenance import maintenance_loop
 from queuelog.services import Services, open_services
+from queuelog.storage.db import KEYS_CHANNEL
 from queuelog.storage.migrate import migrate
 
 
@@ -176,16 +178,23 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await asyncio.to_thread(migrate, s.db)
         await s.feed.start()
-        loop = asyncio.create_task(
-            maintenance_loop(s.service, settings.maintenance_interval_seconds),
-            name="queuelog-maintenance",
-        )
+        tasks = [
+            asyncio.create_task(
+                maintenance_loop(s.service, settings.maintenance_interval_seconds),
+                name="queuelog-maintenance",
+            )
+        ]
+        if s.db.dialect == "postgresql":  # revocations by other replicas
+            url = s.db.url.set(drivername="postgresql").render_as_string(hide_password=False)
+            forget = listen(url, KEYS_CHANNEL, s.keys.forget)
+            tasks.append(asyncio.create_task(forget, name="queuelog-key-listen"))
         try:
             yield
         finally:
-            loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop
+            for task in tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await s.feed.stop()
             s.db.close()
 

@@ -64,6 +64,7 @@ class Settings(BaseSettings):
     event_poll_seconds: float = Field(default=0.25, gt=0, le=60)
     event_window: int = Field(default=10_000, ge=1)
     key_recheck_seconds: float = Field(default=10.0, gt=0)
+    key_cache_seconds: float = Field(default=1.0, ge=0, le=60)
     ws_init_timeout_seconds: float = Field(default=10.0, gt=0)
     ws_ping_interval_seconds: float = Field(default=20.0, gt=0)
     max_subscriptions_per_connection: int = Field(default=50, ge=1)

@@ -31,7 +31,7 @@ def open_services(settings: Settings) -> Services:
         settings=settings,
         db=db,
         service=JobService(db, settings),
-        keys=KeyStore(db, settings.job_types),
+        keys=KeyStore(db, settings.job_types, settings.key_cache_seconds),
         feed=EventFeed(
             db,
             window=settings.event_window,

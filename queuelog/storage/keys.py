@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
 
-from queuelog.storage.db import Tx
+from queuelog.storage.db import KEYS_CHANNEL, Tx
 from queuelog.storage.tables import api_keys
 
 K = api_keys.c
@@ -41,4 +41,9 @@ def revoke(tx: Tx, name: str, now: datetime) -> bool:
     result = tx.conn.execute(
         api_keys.update().where(K.name == name, K.revoked_at.is_(None)).values(revoked_at=now)
     )
+    if result.rowcount and tx.dialect == "postgresql":
+        tx.conn.execute(_NOTIFY_KEYS)
     return bool(result.rowcount)
+
+
+_NOTIFY_KEYS = sa.text(f"NOTIFY {KEYS_CHANNEL}")

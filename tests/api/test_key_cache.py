@@ -1,0 +1,65 @@
+"""Verified keys are cached briefly; a revocation still takes effect at once."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from queuelog.auth.keys import KeyStore
+from queuelog.service.models import Role
+from queuelog.services import Services
+from queuelog.storage import keys as keys_sql
+from tests.support import ADMIN_SECRET, LiveServer, database_url
+
+
+async def test_a_verified_key_is_cached_and_a_revocation_drops_it(services: Services) -> None:
+    keys = KeyStore(services.db, ["email"], cache_seconds=60)
+    _, secret = await keys.create("cached", Role.PRODUCER)
+    assert (await keys.verify(secret)) is not None
+    # Revoked behind the store's back (another process on SQLite): the cache still answers...
+    await services.db.write(keys_sql.revoke, "cached", datetime.now(UTC))
+    assert (await keys.verify(secret)) is not None
+    keys.forget()
+    assert (await keys.verify(secret)) is None
+
+
+async def test_revoking_through_the_store_is_at_once(services: Services) -> None:
+    keys = KeyStore(services.db, ["email"], cache_seconds=60)
+    _, secret = await keys.create("revoked-now", Role.WORKER)
+    assert (await keys.verify(secret)) is not None
+    assert await keys.revoke("revoked-now")
+    assert (await keys.verify(secret)) is None
+
+
+async def test_cache_off_looks_up_every_time(services: Services) -> None:
+    keys = KeyStore(services.db, ["email"], cache_seconds=0)
+    _, secret = await keys.create("uncached", Role.WORKER)
+    assert (await keys.verify(secret)) is not None
+    await services.db.write(keys_sql.revoke, "uncached", datetime.now(UTC))
+    assert (await keys.verify(secret)) is None
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_a_revocation_on_one_replica_reaches_the_others_at_once(
+    backend: str, tmp_path: Path
+) -> None:
+    """Two servers on one PostgreSQL database with a long key cache: the NOTIFY of the
+    revocation, not the cache's expiry, makes the other replica refuse the key."""
+    slow_cache = {"QUEUELOG_KEY_CACHE_SECONDS": "60"}
+    with database_url(backend, tmp_path) as url:
+        a = LiveServer(url, tmp_path, dict(slow_cache)).start()
+        b = LiveServer(url, tmp_path, dict(slow_cache)).start()
+        try:
+            secret = a.create_key("PRODUCER", name="replicated")
+            assert b.post("{ viewer { name } }", key=secret).status_code == 200  # now cached
+            a.gql('mutation { revokeApiKey(name: "replicated") }', key=ADMIN_SECRET)
+            deadline = time.monotonic() + 5
+            while b.post("{ viewer { name } }", key=secret).status_code != 401:
+                assert time.monotonic() < deadline, "replica b still accepts the revoked key"
+                time.sleep(0.05)
+        finally:
+            a.stop()
+            b.stop()
