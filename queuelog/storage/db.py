@@ -158,18 +158,17 @@ class Database:
 
     async def write(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
-        if self.dialect != "sqlite":
-            call = functools.partial(self.write_sync, fn, *a, **k)
-            return await loop.run_in_executor(self._write_pool, call)
-        # Group commit: the writer thread runs every write queued meanwhile in one
-        # transaction, so concurrent writers share one fsync and one thread hop.
+        # Group commit: a writer thread runs every write queued meanwhile in one
+        # transaction, so concurrent writers share one commit (one fsync; on PostgreSQL one
+        # turn of the event-order lock) and one thread hop. SQLite has one writer thread;
+        # on PostgreSQL each pool thread drains batches, so batches also run side by side.
         future: asyncio.Future[T] = loop.create_future()
         self._queue.append((lambda tx: fn(tx, *a, **k), future, loop))
         self._write_pool.submit(self._drain)
         return await future
 
     def _drain(self) -> None:
-        """Run the queued writes (writer thread only). All commit together; if any raises,
+        """Run the queued writes (in a writer thread). All commit together; if any raises,
         each runs again alone, so one write's failure never undoes another's."""
         batch: list[_Queued] = []
         while self._queue and len(batch) < GROUP_COMMIT_MAX:
