@@ -197,18 +197,16 @@ class JobService:
             chosen = [t for t in self.types if actor.may_use_type(t)]
         else:
             chosen = [validation.job_type(actor, t, self.types, ["types"]).name for t in types]
-        if lease_seconds is not None:
-            validation.bounded(
-                lease_seconds,
-                1,
-                self.settings.max_lease_seconds,
-                "leaseSeconds",
-                ["leaseSeconds"],
-            )
+        self._check_lease(lease_seconds)
         if not chosen:
             return []
         rows = await self.db.write(self._claim, actor.name, chosen, lease_seconds, limit)
         return [Job.from_row(r) for r in rows]
+
+    def _check_lease(self, seconds: int | None) -> None:
+        if seconds is not None:
+            limit = self.settings.max_lease_seconds
+            validation.bounded(seconds, 1, limit, "leaseSeconds", ["leaseSeconds"])
 
     def _claim(
         self, tx: Tx, worker: str, types: list[str], lease_seconds: int | None, limit: int
@@ -224,14 +222,7 @@ class JobService:
 
     async def heartbeat(self, actor: Actor, job_id: int, lease_seconds: int | None) -> Job:
         _require(actor, Role.WORKER)
-        if lease_seconds is not None:
-            validation.bounded(
-                lease_seconds,
-                1,
-                self.settings.max_lease_seconds,
-                "leaseSeconds",
-                ["leaseSeconds"],
-            )
+        self._check_lease(lease_seconds)
 
         def values(row: Any, now: datetime) -> dict[str, Any]:
             seconds = lease_seconds or self._type(row.type).lease_seconds
