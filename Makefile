@@ -26,6 +26,7 @@ typecheck: $(STAMP)
 
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-chromium.sh
 	$(MAKE) lint typecheck
 	$(BIN)/pytest -q
 

@@ -14,7 +14,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.exceptions import ConnectionRejectionError
@@ -32,6 +32,7 @@ from queuelog.config import Settings
 from queuelog.edge import API_CSP, EdgeHeaders, KeyRateLimit, SpecGraphQL, page_csp, rate_limited
 from queuelog.events.listen import listen
 from queuelog.events.sessions import Session
+from queuelog.graphiql import ASSETS_PATH, GraphiQLAssets, offline_page
 from queuelog.resolvers.context import Context
 from queuelog.schema.schema import build_schema
 from queuelog.service.maintenance import maintenance_loop
@@ -47,6 +48,11 @@ class QueuelogGraphQL(SpecGraphQL):
         st = services.settings
         failures = TokenBuckets(st.auth_failures_per_minute / 60, st.auth_failure_burst)
         self.auth = ApiKeyBackend(services.keys, failures)
+        self.ide_page = offline_page(super().graphql_ide_html) if self.graphql_ide else ""
+
+    @property
+    def graphql_ide_html(self) -> str:
+        return self.ide_page
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket | None
@@ -198,12 +204,15 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             await s.feed.stop()
             s.db.close()
 
+    routes: list[BaseRoute] = [
+        Route("/healthz", _health),
+        Route("/graphql", graphql, methods=["GET", "POST"]),
+        WebSocketRoute("/graphql", graphql),
+    ]
+    if graphql.graphql_ide:
+        routes.append(Mount(ASSETS_PATH, GraphiQLAssets()))
     app = Starlette(
-        routes=[
-            Route("/healthz", _health),
-            Route("/graphql", graphql, methods=["GET", "POST"]),
-            WebSocketRoute("/graphql", graphql),
-        ],
+        routes=routes,
         middleware=[
             Middleware(EdgeHeaders, page_csp=csp),
             Middleware(BodyLimit, max_bytes=settings.request_max_bytes),
