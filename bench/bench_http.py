@@ -132,8 +132,8 @@ def summarize(loads: list[tuple[Load, float]]) -> dict[str, float]:
 
 def keys(server: Server) -> tuple[str, str]:
     return (
-        server.create_key("bench-producer", "PRODUCER"),
-        server.create_key("bench-worker", "WORKER"),
+        server.create_key("PRODUCER", name="bench-producer"),
+        server.create_key("WORKER", name="bench-worker"),
     )
 
 
@@ -168,8 +168,8 @@ async def run(server: Server, profile: Profile) -> dict[str, Any]:
 
 async def soak(server: Server, seconds: float, sample: Any) -> dict[str, Any]:
     """Mixed load for `seconds`, calling `sample()` about once a second meanwhile."""
-    producer = server.create_key("soak-producer", "PRODUCER")
-    worker = server.create_key("soak-worker", "WORKER")
+    producer = server.create_key("PRODUCER", name="soak-producer")
+    worker = server.create_key("WORKER", name="soak-worker")
     async with Client(server, producer, worker) as c:
         task = asyncio.create_task(c.drive(seconds, CONNECTIONS, c.mixed))
         while not task.done():

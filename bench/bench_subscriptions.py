@@ -90,7 +90,7 @@ async def run(
 ) -> dict[str, Any]:
     seconds = 2.0 if smoke else seconds
     with Server(db_url, workdir) as server:
-        producer = server.create_key(f"bench-subs-{uuid.uuid4().hex[:8]}", "PRODUCER")
+        producer = server.create_key("PRODUCER", name=f"bench-subs-{uuid.uuid4().hex[:8]}")
         ws_url = server.url.replace("http://", "ws://")
         async with AsyncExitStack() as stack:
             conns: list[ClientConnection] = []
