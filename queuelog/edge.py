@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import os
 import re
-import uuid
 from typing import Any
 
 import orjson
@@ -136,7 +136,7 @@ class EdgeHeaders:
             await self.app(scope, receive, send)
             return
         given = Headers(scope=scope).get("x-request-id", "")
-        request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        request_id = given if _REQUEST_ID.fullmatch(given) else os.urandom(16).hex()
         scope.setdefault("state", {})["request_id"] = request_id
 
         async def send_with_headers(message: Message) -> None:
@@ -214,6 +214,9 @@ class SpecGraphQL(GraphQL[Context, None]):
                 response.status_code = status
             response.headers["content-type"] = f"{media}; charset=utf-8"
         return response
+
+    def encode_json(self, data: object) -> bytes:
+        return orjson.dumps(data)
 
     def decode_json(self, data: str | bytes) -> object:
         # orjson: strict UTF-8, and nesting past 1,024 levels is a JSONDecodeError, not a
