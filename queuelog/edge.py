@@ -215,8 +215,11 @@ class SpecGraphQL(GraphQL[Context, None]):
             response.headers["content-type"] = f"{media}; charset=utf-8"
         return response
 
-    def encode_json(self, data: object) -> bytes:
-        return orjson.dumps(data)
+    def encode_json(self, data: object) -> str | bytes:
+        try:
+            return orjson.dumps(data)
+        except TypeError:  # e.g. an integer past 64 bits in an error's extensions
+            return super().encode_json(data)
 
     def decode_json(self, data: str | bytes) -> object:
         # orjson: strict UTF-8, and nesting past 1,024 levels is a JSONDecodeError, not a
