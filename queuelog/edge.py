@@ -216,8 +216,10 @@ class SpecGraphQL(GraphQL[Context, None]):
         return response
 
     def encode_json(self, data: object) -> str | bytes:
+        # Text, not bytes: strawberry sends bytes over WebSocket as binary frames, which
+        # graphql-ws clients (GraphiQL's among them) refuse.
         try:
-            return orjson.dumps(data)
+            return orjson.dumps(data).decode()
         except TypeError:  # e.g. an integer past 64 bits in an error's extensions
             return super().encode_json(data)
 

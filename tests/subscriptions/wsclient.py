@@ -48,7 +48,10 @@ class WS:
     async def receive(self, wait: float = 15) -> dict[str, Any]:
         while True:
             async with asyncio.timeout(wait):
-                message = orjson.loads(await self.conn.recv())
+                frame = await self.conn.recv()
+            # graphql-transport-ws is text frames only: browser clients refuse binary ones.
+            assert isinstance(frame, str), f"a binary frame: {frame!r}"
+            message = orjson.loads(frame)
             if message["type"] not in ("ping", "pong"):
                 return dict(message)
 
