@@ -48,6 +48,7 @@ class QueuelogGraphQL(SpecGraphQL):
         st = services.settings
         failures = TokenBuckets(st.auth_failures_per_minute / 60, st.auth_failure_burst)
         self.auth = ApiKeyBackend(services.keys, failures)
+        self.key_buckets = TokenBuckets(st.rate_limit_per_second, st.rate_limit_burst)
         self.ide_page = offline_page(super().graphql_ide_html) if self.graphql_ide else ""
 
     @property
@@ -66,6 +67,7 @@ class QueuelogGraphQL(SpecGraphQL):
             keys=s.keys,
             feed=s.feed,
             actor=user.actor if isinstance(user, Principal) else None,
+            ws_rate_limit=self.key_buckets if isinstance(request, WebSocket) else None,
         )
 
     async def on_ws_connect(self, context: Context) -> dict[str, object] | None:
@@ -219,7 +221,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             Middleware(AuthenticationMiddleware, backend=graphql.auth, on_error=_auth_error),
             Middleware(
                 KeyRateLimit,
-                buckets=TokenBuckets(settings.rate_limit_per_second, settings.rate_limit_burst),
+                buckets=graphql.key_buckets,
             ),
         ],
         lifespan=lifespan,

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 from graphql import GraphQLError
 from strawberry.permission import BasePermission
 
+from queuelog.auth.ratelimit import RateLimited
 from queuelog.service.models import Role
 
 UNAUTHENTICATED_MESSAGE = "authentication required: send 'Authorization: Bearer <api key>'"
@@ -20,6 +21,12 @@ def forbidden(message: str) -> GraphQLError:
     return GraphQLError(message, extensions={"code": "FORBIDDEN"})
 
 
+def rate_limited(exc: RateLimited) -> GraphQLError:
+    return GraphQLError(
+        str(exc), extensions={"code": "RATE_LIMITED", "retryAfter": round(exc.retry_after, 3)}
+    )
+
+
 class Authenticated(BasePermission):
     """Any live key; subclasses narrow the roles (admins may always)."""
 
@@ -30,6 +37,13 @@ class Authenticated(BasePermission):
         actor = info.context.actor
         if actor is None:
             raise unauthenticated()
+        # Over HTTP the middleware charged the request; a WebSocket connection's operations
+        # spend the same per-key bucket here, one token per root field.
+        if (buckets := info.context.ws_rate_limit) is not None:
+            try:
+                buckets.take(actor.name)
+            except RateLimited as exc:
+                raise rate_limited(exc) from None
         if self.roles and actor.role is not Role.ADMIN and actor.role not in self.roles:
             allowed = " or ".join(r.value for r in (*self.roles, Role.ADMIN))
             raise forbidden(f"this needs a {allowed} key; yours is a {actor.role.value} key")

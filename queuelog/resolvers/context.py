@@ -12,6 +12,7 @@ from starlette.websockets import WebSocket
 
 from queuelog.auth.keys import KeyStore
 from queuelog.auth.permissions import unauthenticated
+from queuelog.auth.ratelimit import TokenBuckets
 from queuelog.events.feed import EventFeed
 from queuelog.events.sessions import Session
 from queuelog.service.jobs import JobService
@@ -34,6 +35,7 @@ class Context:
     feed: EventFeed
     actor: Actor | None = None
     connection_params: dict[str, Any] | None = None
+    ws_rate_limit: TokenBuckets | None = None  # set on WebSocket connections
     session: Session | None = None  # WebSocket connections: the key's live state
 
     def require_actor(self) -> Actor:

@@ -103,3 +103,39 @@ def test_brute_force_over_websocket_is_rate_limited(limited: LiveServer) -> None
     )
     assert over_http.status_code == 429
     assert asyncio.run(attempt(good, "192.0.2.45")) == "connection_ack"
+
+
+def test_websocket_operations_spend_the_keys_bucket(limited: LiveServer) -> None:
+    """A WebSocket connection cannot escape the per-key limit: each operation spends a token
+    of the same bucket as HTTP requests (burst 4 here), and one over it gets RATE_LIMITED."""
+    key = limited.create_key("PRODUCER", name=limited.unique_name("ws-flood"))
+    query = 'subscription { jobStatusChanged(type: "email") { status } }'
+
+    async def flood() -> list[dict[str, object]]:
+        async with websockets.connect(
+            limited.ws_url,
+            subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+        ) as ws:
+            init = {"type": "connection_init", "payload": {"authorization": f"Bearer {key}"}}
+            await ws.send(orjson.dumps(init).decode())
+            assert orjson.loads(await ws.recv())["type"] == "connection_ack"
+            for op in range(8):
+                message = {"id": str(op), "type": "subscribe", "payload": {"query": query}}
+                await ws.send(orjson.dumps(message).decode())
+            errors = []
+            try:
+                async with asyncio.timeout(2):
+                    while True:
+                        message = orjson.loads(await ws.recv())
+                        if message["type"] == "error":
+                            errors.append(message)
+            except TimeoutError:
+                pass
+            return errors
+
+    errors = asyncio.run(flood())
+    refused = {e["id"] for e in errors}
+    assert refused and refused <= {str(op) for op in range(4, 8)}, errors
+    [error] = errors[0]["payload"]  # type: ignore[misc]
+    assert error["extensions"]["code"] == "RATE_LIMITED"
+    assert error["extensions"]["retryAfter"] > 0

@@ -41,6 +41,15 @@ async def until(condition: Callable[[], bool]) -> None:
 
 
 @pytest.fixture
+def settings(db_url: str) -> Settings:
+    # 1,000 subscriptions from one key within seconds: the per-key rate limit (which WebSocket
+    # operations spend too) would refuse most of them.
+    return Settings(
+        database_url=db_url, job_types=("email", "pdf", "sync"), rate_limit_per_second=0
+    )
+
+
+@pytest.fixture
 async def live(settings: Settings, services: Services) -> AsyncIterator[tuple[LiveServer, str]]:
     _, secret = await services.keys.create("admin", Role.ADMIN, None, Priority.CRITICAL)
     port = free_port()
