@@ -30,6 +30,10 @@ def test_bench_smoke_runs_every_benchmark_on_both_backends(tmp_path: Path) -> No
         assert set(got["backlog"]) >= {"100", "1000", "ratio"}
     assert results["peers"]["embedded"]["huey_per_job"] > 0
     assert results["peers"]["server"]["pgqueuer_cycle"] > 0
+    for peer in ("embedded", "server"):
+        best = results["peers"][peer]["best"]
+        assert best["ratios"]["batches of 100"]["take_per_job"] > 0
+        assert best["ratios"]["32 concurrent callers"]["full_per_job"] > 0
     report = (tmp_path / "benchmarks.md").read_text()
     assert "## Targets" in report and "huey" in report
     assert (tmp_path / "claim-latency.png").read_bytes()[:4] == b"\x89PNG"
