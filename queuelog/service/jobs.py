@@ -121,7 +121,7 @@ class JobService:
         keyed = [r for r in rows if r["idempotency_key"] is not None]
         inserted = iter(jobs_sql.insert(tx, plain) if plain else [])
         held = iter(jobs_sql.insert_idempotent_many(tx, keyed) if keyed else [])
-        out = []
+        out: list[Any] = []
         for i, values in enumerate(rows):
             if values["idempotency_key"] is None:
                 out.append(next(inserted))

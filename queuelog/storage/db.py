@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -20,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-from queuelog.storage.tables import job_events
+from queuelog.storage import driver
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -70,6 +71,7 @@ class Tx:
     conn: Connection
     dialect: str
     events: list[EventRow] = field(default_factory=list)
+    cursor: Any = None  # the driver's cursor, once `storage.driver` has asked for it
 
     def record(self, row: Any, previous_status: str | None) -> None:
         """Record a status change of the job `row` (a jobs row after the change)."""
@@ -99,8 +101,10 @@ class Database:
         self.dialect = "sqlite" if self.url.get_backend_name() == "sqlite" else "postgresql"
         self._commit_listeners: list[Callable[[], None]] = []
         self._queue: collections.deque[_Queued] = collections.deque()
+        self._writer_conn: Connection | None = None  # SQLite: the writer thread's own
         if self.dialect == "sqlite":
-            self.writer = self._sqlite_engine(1, True, sqlite_synchronous, busy_timeout_ms)
+            # The writer thread keeps one connection; the other serves migrations.
+            self.writer = self._sqlite_engine(2, True, sqlite_synchronous, busy_timeout_ms)
             self.reader = self._sqlite_engine(pool_size, False, sqlite_synchronous, busy_timeout_ms)
             self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="queuelog-writer")
             self._read_pool = ThreadPoolExecutor(pool_size, thread_name_prefix="queuelog-reader")
@@ -149,7 +153,9 @@ class Database:
     # -- running work -------------------------------------------------------------------
 
     def write_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
-        result: T = self._run_together([lambda tx: fn(tx, *a, **k)])[0]
+        """`write` for synchronous callers (never from a writer thread)."""
+        done = self._write_pool.submit(self._run_together, [lambda tx: fn(tx, *a, **k)])
+        result: T = done.result()[0]
         return result
 
     def read_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
@@ -187,8 +193,21 @@ class Database:
         for loop, settled in by_loop.items():
             loop.call_soon_threadsafe(_settle, settled)
 
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        """A transaction on a writer connection. On SQLite the writer thread keeps its one
+        connection open, which spares a pool checkout and reset per transaction."""
+        if self.dialect == "postgresql":
+            with self.writer.begin() as conn:
+                yield conn
+            return
+        if self._writer_conn is None or self._writer_conn.invalidated:
+            self._writer_conn = self.writer.connect()
+        with self._writer_conn.begin():
+            yield self._writer_conn
+
     def _run_together(self, calls: list[Callable[[Tx], Any]]) -> list[Any]:
-        with self.writer.begin() as conn:
+        with self._transaction() as conn:
             tx = Tx(conn, self.dialect)
             results = [call(tx) for call in calls]
             if tx.events:
@@ -209,28 +228,31 @@ class Database:
         return await asyncio.get_running_loop().run_in_executor(self._read_pool, call)
 
     def _append_events(self, tx: Tx) -> None:
+        cur = driver.cursor(tx)
         if self.dialect == "postgresql":
-            tx.conn.execute(_LOCK_EVENTS)
-        tx.conn.execute(
-            job_events.insert(),
+            cur.execute(_LOCK_EVENTS)
+        driver.insert_events(
+            tx,
             [
-                {
-                    "job_id": e.job_id,
-                    "job_type": e.job_type,
-                    "producer": e.producer,
-                    "worker_id": e.worker_id,
-                    "previous_status": e.previous_status,
-                    "status": e.status,
-                    "occurred_at": e.occurred_at,
-                }
+                (
+                    e.job_id,
+                    e.job_type,
+                    e.producer,
+                    e.worker_id,
+                    e.previous_status,
+                    e.status,
+                    e.occurred_at,
+                )
                 for e in tx.events
             ],
         )
         if self.dialect == "postgresql":
-            tx.conn.execute(_NOTIFY)
+            cur.execute(_NOTIFY)
 
     def close(self) -> None:
         self._write_pool.shutdown(wait=True)
+        if self._writer_conn is not None:
+            self._writer_conn.close()
         self._read_pool.shutdown(wait=True)
         self.writer.dispose()
         self.reader.dispose()
@@ -249,5 +271,5 @@ def _settle(settled: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
             future.set_exception(value)
 
 
-_LOCK_EVENTS = sa.text(f"SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY})")
-_NOTIFY = sa.text(f"NOTIFY {NOTIFY_CHANNEL}")
+_LOCK_EVENTS = f"SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY})"
+_NOTIFY = f"NOTIFY {NOTIFY_CHANNEL}"

@@ -10,21 +10,16 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
 
+from queuelog.storage import driver
 from queuelog.storage import events as events_sql
 from queuelog.storage.db import Tx
-from queuelog.storage.tables import PENDING, RUNNING, UTCDateTime, job_events, jobs
+from queuelog.storage.driver import JobRow
+from queuelog.storage.tables import PENDING, RUNNING, job_events, jobs
 
 J = jobs.c
 ALL = tuple(J)
 STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 
-# Rows come back in input order. SQLAlchemy cannot sort a multi-row INSERT's RETURNING by
-# parameter order on SQLite and would insert row by row; SQLite gives rowids ascending in
-# VALUES order, so there the rows are sorted by id instead: one statement on both.
-_INSERT = {
-    "postgresql": jobs.insert().returning(*ALL, sort_by_parameter_order=True),
-    "sqlite": jobs.insert().returning(*ALL),
-}
 _IDEMPOTENT_INSERT = {
     "sqlite": sqlite.insert(jobs)
     .on_conflict_do_nothing(index_elements=[J.producer, J.idempotency_key])
@@ -33,38 +28,14 @@ _IDEMPOTENT_INSERT = {
     .on_conflict_do_nothing(index_elements=[J.producer, J.idempotency_key])
     .returning(*ALL),
 }
-_BY_ID = sa.select(*ALL).where(J.id == sa.bindparam("id"))
 _BY_KEY = sa.select(*ALL).where(
     J.producer == sa.bindparam("producer"), J.idempotency_key == sa.bindparam("key")
 )
-_CLAIM_ORDER = (J.priority.desc(), J.run_at, J.id)
-# The claim must read the partial index ix_jobs_claim. A partial index serves only a query
-# whose WHERE names its literal (`status = 'pending'`, not a bound parameter: PostgreSQL's
-# generic plans then fall back to ix_jobs_status_type and a sort). SQLite's planner, without
-# statistics, prefers the equality index ix_jobs_status_type and sorts every pending job of
-# the types asked for; INDEXED BY holds it to the claim index (SQLAlchemy renders no hints
-# on SQLite, hence the text).
-_IS_PENDING = J.status == sa.literal_column(f"'{PENDING}'")
-_SQLITE_PICK = (
-    sa.text(
-        "SELECT id FROM jobs INDEXED BY ix_jobs_claim"
-        f" WHERE status = '{PENDING}' AND run_at <= :now AND type IN :types"
-        " ORDER BY priority DESC, run_at, id LIMIT :limit"
-    )
-    .bindparams(
-        sa.bindparam("now", type_=UTCDateTime),
-        sa.bindparam("types", expanding=True),
-        sa.bindparam("limit"),
-    )
-    .columns(J.id)
-)
 
 
-def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[Row[Any]]:
+def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
     """Insert jobs (none with an idempotency key), in order, recording their creation."""
-    rows = list(tx.conn.execute(_INSERT[tx.dialect], list(values)).all())
-    if tx.dialect == "sqlite":
-        rows.sort(key=lambda r: r.id)
+    rows = driver.insert(tx, values)
     for row in rows:
         tx.record(row, None)
     return rows
@@ -115,8 +86,8 @@ def by_key(tx: Tx, producer: str, key: str) -> Row[Any] | None:
     return tx.conn.execute(_BY_KEY, {"producer": producer, "key": key}).first()
 
 
-def get(tx: Tx, job_id: int) -> Row[Any] | None:
-    return tx.conn.execute(_BY_ID, {"id": job_id}).first()
+def get(tx: Tx, job_id: int) -> JobRow | None:
+    return driver.get(tx, job_id)
 
 
 def claim(
@@ -127,44 +98,11 @@ def claim(
     types: Sequence[str],
     limit: int,
     lease_until: Mapping[str, datetime],
-) -> list[Row[Any]]:
+) -> list[JobRow]:
     """Claim up to `limit` claimable jobs of `types` in one statement, most urgent first."""
-    leases = set(lease_until.values())
-    lease: sa.ColumnElement[Any]
-    if len(leases) == 1:
-        lease = sa.literal(next(iter(leases)), UTCDateTime)
-    else:
-        lease = sa.case(
-            {t: sa.literal(v, UTCDateTime) for t, v in lease_until.items()}, value=J.type
-        )
-    values = {
-        "status": RUNNING,
-        "worker_id": worker,
-        "claimed_at": sa.bindparam("now"),
-        "updated_at": sa.bindparam("now"),
-        "lease_expires_at": lease,
-    }
-    params: dict[str, Any] = {"now": now}
-    if tx.dialect == "postgresql":
-        chosen = (
-            sa.select(J.id)
-            .where(_IS_PENDING, J.run_at <= sa.bindparam("now"), J.type.in_(types))
-            .order_by(*_CLAIM_ORDER)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-            .cte("chosen")
-        )
-        stmt = (
-            jobs.update()
-            .where(J.id == chosen.c.id, J.status == PENDING)
-            .values(values)
-            .returning(*ALL)
-        )
-    else:
-        stmt = jobs.update().where(J.id.in_(_SQLITE_PICK)).values(values).returning(*ALL)
-        params.update(types=list(types), limit=limit)
-    rows = list(tx.conn.execute(stmt, params).all())
-    rows.sort(key=lambda r: (-r.priority, r.run_at, r.id))
+    rows = driver.claim(
+        tx, worker=worker, now=now, types=types, limit=limit, lease_until=lease_until
+    )
     for row in rows:
         tx.record(row, PENDING)
     return rows
@@ -178,48 +116,27 @@ def transition(
     *,
     worker: str | None = None,
     lease_live_at: datetime | None = None,
-) -> Row[Any] | None:
+) -> JobRow | None:
     """Compare-and-set: apply `values` only if the job is still in `expected` (and held by
     `worker` with a lease live at `lease_live_at`). Returns the changed row, or None."""
-    before = (expected,) if isinstance(expected, str) else tuple(expected)
-    cond: list[sa.ColumnElement[bool]] = [J.id == job_id, J.status.in_(before)]
-    if worker is not None:
-        cond.append(J.worker_id == worker)
-    if lease_live_at is not None:
-        cond.append(J.lease_expires_at > lease_live_at)
-    if len(before) == 1:
-        row = tx.conn.execute(jobs.update().where(*cond).values(values).returning(*ALL)).first()
-        previous = before[0]
+    if isinstance(expected, str):
+        previous = expected
     else:
         # Several statuses allowed: read the one we replace under the write lock.
-        old = tx.conn.execute(
-            sa.select(J.status).where(*cond).with_for_update()
-            if tx.dialect == "postgresql"
-            else sa.select(J.status).where(*cond)
-        ).first()
-        if old is None:
+        found = driver.status_for_update(tx, job_id, expected)
+        if found is None:
             return None
-        previous = old.status
-        row = tx.conn.execute(
-            jobs.update().where(J.id == job_id, J.status == previous).values(values).returning(*ALL)
-        ).first()
+        previous = found
+    row = driver.update(tx, job_id, previous, values, worker=worker, lease_live_at=lease_live_at)
     if row is not None and row.status != previous:
         tx.record(row, previous)
     return row
 
 
-def expired_leases(tx: Tx, now: datetime, limit: int) -> list[Row[Any]]:
+def expired_leases(tx: Tx, now: datetime, limit: int) -> list[JobRow]:
     """Running jobs whose lease ended before `now` (locked, on PostgreSQL, so that one
     replica rescues each job once)."""
-    stmt = (
-        sa.select(*ALL)
-        .where(J.status == RUNNING, J.lease_expires_at < now)
-        .order_by(J.lease_expires_at)
-        .limit(limit)
-    )
-    if tx.dialect == "postgresql":
-        stmt = stmt.with_for_update(skip_locked=True)
-    return list(tx.conn.execute(stmt).all())
+    return driver.expired_leases(tx, now, limit)
 
 
 def held_before(tx: Tx, job_id: int, worker: str) -> bool:

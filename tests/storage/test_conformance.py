@@ -17,9 +17,9 @@ import pytest
 import sqlalchemy as sa
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import event
 
 from queuelog.services import Services
+from queuelog.storage import driver
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, Tx
@@ -189,44 +189,43 @@ def test_claim_records_pending_to_running(db: Database) -> None:
     assert (event.job_id, event.worker_id, event.occurred_at) == (job_id, "w1", T0)
 
 
-def test_claim_reads_the_partial_claim_index(db: Database) -> None:
+def test_claim_reads_the_partial_claim_index(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     """The claim statement, as the server runs it, is planned on ix_jobs_claim and needs no
     sort of the pending jobs (a full sort per claim is 300x slower at 100k pending)."""
     insert(db, *(job(type=("email", "pdf")[i % 2], priority=(i % 4) * 10) for i in range(300)))
-    seen: list[tuple[str, Any]] = []
+    seen: list[tuple[str, list[Any]]] = []
+    sent = driver.execute
 
-    def capture(_c: Any, _cur: Any, statement: str, params: Any, _ctx: Any, _many: Any) -> None:
-        if "UPDATE jobs" in statement:
-            seen.append((statement, params))
+    def capture(tx: Any, text: str, params: Any) -> Any:
+        params = list(params)
+        if "UPDATE jobs" in text:
+            seen.append((text, [driver.bind(db.dialect, p) for p in params]))
+        return sent(tx, text, params)
 
-    event.listen(db.writer, "before_cursor_execute", capture)
-    try:
-        assert len(claim(db, types=("email", "pdf"), limit=1)) == 1
-    finally:
-        event.remove(db.writer, "before_cursor_execute", capture)
+    monkeypatch.setattr(driver, "execute", capture)
+    assert len(claim(db, types=("email", "pdf"), limit=1)) == 1
     statement, params = seen[-1]
-    with db.writer.connect() as conn:
+    with db.reader.connect() as conn:
         if db.dialect == "sqlite":
-            plan = " ".join(
-                str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params)
-            )
+            explain = "EXPLAIN QUERY PLAN " + statement
+            plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(explain, tuple(params)))
             assert "USING INDEX ix_jobs_claim" in plan and "TEMP B-TREE" not in plan, plan
         else:
             plan = _pg_generic_plan(conn, statement, params)
             assert "ix_jobs_claim" in plan and "Sort" not in plan, plan
 
 
-def _pg_generic_plan(conn: sa.Connection, statement: str, params: dict[str, Any]) -> str:
+def _pg_generic_plan(conn: sa.Connection, statement: str, params: list[Any]) -> str:
     """EXPLAIN the generic plan of `statement`: the plan a prepared statement (psycopg
     prepares a query it runs often) may settle on, made without knowing the parameters."""
     raw = conn.connection.driver_connection
     assert isinstance(raw, psycopg.Connection)
-    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", statement)))
-    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", statement)
-    args = ", ".join(psycopg.ClientCursor(raw).mogrify("%s", [params[n]]) for n in names)
+    numbered = iter(range(1, len(params) + 1))
+    prepared = re.sub(r"\?", lambda m: f"${next(numbered)}", statement)
+    args = ", ".join(psycopg.ClientCursor(raw).mogrify("%s", [p]) for p in params)
     raw.execute("ANALYZE jobs")
     raw.execute("SET plan_cache_mode = force_generic_plan")
-    raw.execute(f"PREPARE claim_plan AS {numbered}".encode())
+    raw.execute(f"PREPARE claim_plan AS {prepared}".encode())
     try:
         rows = raw.execute(f"EXPLAIN EXECUTE claim_plan({args})".encode()).fetchall()
     finally:
