@@ -1,16 +1,13 @@
 """Query limits: depth, aliases, tokens, directives and cost, refused before execution.
 
 The rules are classes built once per schema (`QueryLimits.build`), so the tuple of validation
-rules is the same object on every request and `ValidationCache` keeps hitting. Each limit
+rules is the same object on every request and the validation cache keeps hitting. Each limit
 reports one top-level error with `extensions.code = QUERY_TOO_COMPLEX` naming the limit.
-The same extension gives every pre-execution error its Apollo-style code and, unless field
-suggestions are enabled, strips "Did you mean …" from every message.
+`queuelog.schema.extension` installs them and enforces the token limit while parsing.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +21,6 @@ from graphql import (
     GraphQLField,
     GraphQLInterfaceType,
     GraphQLObjectType,
-    GraphQLSyntaxError,
     InlineFragmentNode,
     IntValueNode,
     ListValueNode,
@@ -40,7 +36,6 @@ from graphql import (
 )
 from graphql.language import Node
 from graphql.validation import MaxIntrospectionDepthRule, NoSchemaIntrospectionCustomRule
-from strawberry.extensions import ParserCache, SchemaExtension
 
 from queuelog.config import Settings
 
@@ -50,7 +45,6 @@ SIZE_ARGS = ("first", "limit", "inputs")
 # A size given by a variable is unknown when the document is validated (and validation is
 # cached per document): assume the largest page the service accepts.
 VARIABLE_SIZE = 100
-_SUGGESTION = re.compile(r"\s*Did you mean .*$", re.DOTALL)
 
 
 def too_complex(limit: str, setting: str, actual: int, maximum: int, what: str) -> GraphQLError:
@@ -261,67 +255,3 @@ def _operation_rule(
 
     PerOperation.__name__ = f"{limit[0].upper()}{limit[1:]}Rule"
     return PerOperation
-
-
-# -- the extensions -----------------------------------------------------------------------
-
-
-class LimitedParserCache(ParserCache):
-    """`ParserCache` with the token limit, whose refusals (and documents nested too deep to
-    parse) become QUERY_TOO_COMPLEX rather than a syntax error or a crash."""
-
-    def __init__(self, max_tokens: int, maxsize: int = 1024) -> None:
-        super().__init__(maxsize=maxsize)
-        self.max_tokens = max_tokens
-
-    def on_parse(self) -> Iterator[None]:
-        ctx = self.execution_context
-        try:
-            ctx.graphql_document = self.cached_parse_document(ctx.query, max_tokens=self.max_tokens)
-        except GraphQLSyntaxError as exc:
-            if "tokens" in exc.message and "Parsing aborted" in exc.message:
-                raise too_complex(
-                    "maxTokens",
-                    "QUEUELOG_MAX_TOKENS",
-                    self.max_tokens + 1,
-                    self.max_tokens,
-                    "token count",
-                ) from None
-            exc.extensions = {"code": "GRAPHQL_PARSE_FAILED"}
-            raise
-        except RecursionError:
-            raise GraphQLError(
-                "the document is nested too deeply to parse",
-                extensions={"code": TOO_COMPLEX, "limit": "nesting"},
-            ) from None
-        yield
-
-
-class EdgeRules(SchemaExtension):
-    """Installs the prebuilt rules; afterwards codes the pre-execution errors and hides
-    suggestions."""
-
-    def __init__(self, limits: QueryLimits) -> None:
-        self.limits = limits
-        self.validation_errors: list[GraphQLError] = []
-
-    def on_operation(self) -> Iterator[None]:
-        self.execution_context.validation_rules = self.limits.rules
-        yield
-        result = self.execution_context.result
-        for error in getattr(result, "errors", None) or ():
-            if not self.limits.field_suggestions and "Did you mean" in error.message:
-                error.message = _SUGGESTION.sub("", error.message)
-            if error.path is None and not (error.extensions or {}).get("code"):
-                error.extensions = {**(error.extensions or {}), "code": self._code(error)}
-
-    def on_validate(self) -> Iterator[None]:
-        yield
-        self.validation_errors = list(self.execution_context.pre_execution_errors or ())
-
-    def _code(self, error: GraphQLError) -> str:
-        if isinstance(error, GraphQLSyntaxError):
-            return "GRAPHQL_PARSE_FAILED"
-        if any(error is e for e in self.validation_errors):
-            return "GRAPHQL_VALIDATION_FAILED"
-        return "BAD_USER_INPUT"  # variables that do not coerce, an unknown operation name

@@ -1,26 +1,24 @@
 """Assembles the Schema: the contract's root types over the resolvers, plus its extensions.
 
-graphql-core's validation dominates a cheap request: `ParserCache` and `ValidationCache`
-(whose LRU caches live at module level, so the per-request factories below share them) keep
-parsing and validation off the hot path as long as the validation rules stay the same
-objects from one request to the next.
+graphql-core's validation dominates a cheap request: `OperationGuard` caches parsing and
+validation (in LRU caches at module level, shared by every request) as long as the validation
+rules stay the same objects from one request to the next.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncGenerator
 
 import strawberry
-from graphql import GraphQLError, GraphQLInputObjectType
+from graphql import GraphQLInputObjectType
 from graphql.type.definition import GraphQLDefaultInput
-from strawberry.extensions import MaskErrors, ValidationCache
 from strawberry.printer.ast_from_value import ast_from_value
 
 from queuelog.auth.permissions import AdminOnly, Authenticated, ProducerOrAdmin, WorkerOrAdmin
 from queuelog.config import Settings
 from queuelog.resolvers import mutations, queries, subscriptions
-from queuelog.schema.limits import EdgeRules, LimitedParserCache, QueryLimits
+from queuelog.schema.extension import OperationGuard
+from queuelog.schema.limits import QueryLimits
 from queuelog.schema.types import (
     ApiKey,
     ClaimJobPayload,
@@ -36,8 +34,6 @@ from queuelog.schema.types import (
     QueueStats,
     Viewer,
 )
-
-log = logging.getLogger("queuelog.errors")
 
 
 @strawberry.type
@@ -111,29 +107,6 @@ class Subscription:
     )
 
 
-def _unexpected(error: GraphQLError) -> bool:
-    """Mask every error that is not one of ours (GraphQLErrors carry their own code)."""
-    original = error.original_error
-    return original is not None and not isinstance(original, GraphQLError)
-
-
-class MaskUnexpected(MaskErrors):
-    """The client gets INTERNAL_SERVER_ERROR and the request id; the log gets the rest."""
-
-    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
-        request = getattr(self.execution_context.context, "request", None)
-        request_id = None if request is None else request.scope.get("state", {}).get("request_id")
-        log.error(
-            "unexpected error (request %s) at %s",
-            request_id,
-            error.path,
-            exc_info=error.original_error,
-        )
-        masked = super().anonymise_error(error)
-        masked.extensions = {"code": "INTERNAL_SERVER_ERROR", "requestId": request_id}
-        return masked
-
-
 def _literal_defaults(schema: strawberry.Schema) -> strawberry.Schema:
     """graphql-core cannot turn a JSON default such as `payload: JSON = {}` back into a
     literal, so introspection (and GraphiQL) failed on it; give it the literal strawberry
@@ -153,13 +126,6 @@ def build_schema(settings: Settings | None = None) -> strawberry.Schema:
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
-        extensions=[
-            lambda: EdgeRules(limits),
-            lambda: LimitedParserCache(limits.max_tokens, maxsize=1024),
-            lambda: ValidationCache(maxsize=1024),
-            lambda: MaskUnexpected(
-                should_mask_error=_unexpected, error_message="Internal server error"
-            ),
-        ],
+        extensions=[lambda: OperationGuard(limits)],
     )
     return _literal_defaults(schema)
