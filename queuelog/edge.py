@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
-from strawberry.http import GraphQLHTTPResponse
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.parse_content_type import parse_content_type
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
@@ -127,6 +127,19 @@ def page_csp(html: str) -> str:
     )
 
 
+def _plain_json(content_type: str | None) -> bool:
+    """`application/json`, UTF-8 if a charset is named: what clients send nearly always."""
+    return content_type is not None and content_type.lower().replace(" ", "") in (
+        JSON,
+        f"{JSON};charset=utf-8",
+    )
+
+
+def _streaming(accept: str | None) -> bool:
+    """Whether the client might be asking for a streaming transport (SSE, multipart)."""
+    return accept is not None and ("event-stream" in accept or "multipart" in accept)
+
+
 class EdgeHeaders:
     """Give each request an id (`X-Request-Id`, kept from the client when it is sane) and
     every HTTP response the security headers."""
@@ -204,7 +217,19 @@ class SpecGraphQL(GraphQL[Context, None]):
     ) -> Response | WebSocket:
         if isinstance(request, WebSocket):
             return await super().run(request, context, root_value)
-        media = negotiate(request.headers.get("accept"))
+        accept = request.headers.get("accept")
+        media = negotiate(accept)
+        if (
+            media
+            and request.method == "POST"
+            and context is UNSET
+            and root_value is UNSET
+            and _plain_json(request.headers.get("content-type"))
+            and not _streaming(accept)
+        ):
+            response = await self._post(request, media)
+            if response is not None:
+                return response
         if media is None and not self.should_render_graphql_ide(
             self.request_adapter_class(request)
         ):
@@ -218,6 +243,41 @@ class SpecGraphQL(GraphQL[Context, None]):
                 response.status_code = status
             response.headers["content-type"] = f"{media}; charset=utf-8"
         return response
+
+    async def _post(self, request: Request, media: str) -> Response | None:
+        """The common request, a JSON object POSTed, run without strawberry's generic HTTP
+        machinery (which cost more than executing a small operation). None for anything
+        unusual: the generic path then reads the cached body and answers it as before."""
+        data = self.parse_json(await request.body())
+        if not isinstance(data, dict):
+            return None
+        query, variables = data.get("query"), data.get("variables")
+        extensions = data.get("extensions")
+        if not (
+            isinstance(query, str)
+            and isinstance(variables, dict | None)
+            and isinstance(extensions, dict | None)
+        ):
+            return None
+        request_data = GraphQLRequestData(
+            query=query,
+            variables=variables,
+            operation_name=data.get("operationName"),
+            extensions=extensions,
+        )
+        result = await self.execute_single(
+            request=request,
+            request_adapter=self.request_adapter_class(request),
+            sub_response=None,
+            context=await self.get_context(request, response=None),  # type: ignore[arg-type]
+            root_value=None,
+            request_data=request_data,
+        )
+        body = await self.process_result(request, result)
+        status = getattr(request.state, "graphql_status", 200)
+        if media != GRAPHQL_RESPONSE and status == 400:
+            status = 200
+        return Response(self.encode_json(body), status, media_type=f"{media}; charset=utf-8")
 
     def encode_json(self, data: object) -> str | bytes:
         # Text, not bytes: strawberry sends bytes over WebSocket as binary frames, which
