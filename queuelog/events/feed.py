@@ -106,6 +106,10 @@ class EventFeed:
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+        # With no follower the reader reads nothing; the next follower first moves the
+        # window to the newest event (older events are read from the table on demand).
+        self._behind = False
+        self._catching_up = asyncio.Lock()
 
     @property
     def held(self) -> int:
@@ -179,12 +183,28 @@ class EventFeed:
                 async with asyncio.timeout(self.poll_interval):
                     await self._wake.wait()
             self._wake.clear()
+            if not self.followers:
+                self._behind = True
+                continue
             try:
                 await self._read_new()
             except asyncio.CancelledError:
                 raise
             except Exception:  # the database may be briefly away; keep tailing
                 await asyncio.sleep(self.poll_interval)
+
+    async def _skip_ahead(self) -> None:
+        async with self._catching_up:
+            if not self._behind:
+                return
+            self._behind = False
+            head, pruned = await self.db.read(_bounds)
+            self.pruned_through = max(self.pruned_through, pruned)
+            head = max(head, pruned)  # retention may have deleted the newest events
+            if head > self.head:
+                self.head = self._floor = head
+                self._window.clear()
+                self._ids.clear()
 
     async def _read_new(self) -> None:
         while True:
@@ -209,7 +229,7 @@ class EventFeed:
         """Refuse a cursor below the retention watermark, or newer than every event (it
         would silently skip what comes)."""
         head, pruned = await self.db.read(_bounds)
-        if cursor > max(head, self.head):
+        if cursor > max(head, self.head, pruned):
             raise CursorAhead(f"cursor {cursor} is newer than every event")
         self.pruned_through = max(self.pruned_through, pruned)
         if cursor < self.pruned_through:
@@ -237,6 +257,8 @@ class EventFeed:
         """Every event after `after` (or from now) that `interest` matches, then live ones, in
         cursor order, until the feed stops. Raises CursorExpired, or KeyRevoked once the
         session's key is revoked."""
+        if self._behind:
+            await self._skip_ahead()
         cursor = self.head if after is None else after
         self.followers += 1
         self._no_followers.clear()

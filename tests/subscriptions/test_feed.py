@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -50,6 +51,33 @@ async def test_a_slow_follower_holds_no_memory_and_misses_nothing(
     assert [e.id for e in events] == sorted({e.id for e in events})
     await fast.aclose()
     await slow.aclose()
+
+
+async def test_the_reader_reads_nothing_while_nobody_follows(
+    services: Services, feed: EventFeed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc, reads = services.service, []
+    real = services.db.read
+
+    async def counted(fn: Any, *a: Any, **k: Any) -> Any:
+        reads.append(fn)
+        return await real(fn, *a, **k)
+
+    monkeypatch.setattr(services.db, "read", counted)
+    for _ in range(5):
+        await svc.enqueue(PRODUCER, EnqueueRequest("email"))
+    await asyncio.sleep(0.3)  # six poll intervals, five commits
+    assert reads == []
+    # A follower from now on gets what comes next, none of what came before.
+    live = feed.follow(None, ADMIN)
+    first = asyncio.ensure_future(anext(live))
+    for _ in range(1_000):  # until the follower has taken its place
+        if feed.followers:
+            break
+        await asyncio.sleep(0.01)
+    new, _ = await svc.enqueue(PRODUCER, EnqueueRequest("pdf"))
+    assert (await asyncio.wait_for(first, 10)).job_id == new.id
+    await live.aclose()
 
 
 async def test_a_cursor_below_pruned_events_is_expired_not_a_silent_gap(
