@@ -3,17 +3,25 @@ limit, cached validation under the prebuilt rules, error codes for what is refus
 execution, and masking of unexpected errors.
 
 One extension with two hooks rather than four extensions: strawberry builds a context
-manager per hook per extension on every request, which cost more than the work they wrapped.
+manager per hook per extension on every request, which cost more than the work they wrapped;
+`LeanRunner` makes a stage that no extension hooks cost nothing and a stage one extension
+hooks cost one generator.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import Any
 
 from graphql import DocumentNode, GraphQLError, GraphQLSyntaxError
-from strawberry.extensions import MaskErrors, ParserCache, ValidationCache
+from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
+from strawberry.extensions.runner import SchemaExtensionsRunner
+from strawberry.types import StreamExecutionResult
 
 from queuelog.schema.limits import TOO_COMPLEX, QueryLimits, too_complex
 
@@ -30,26 +38,39 @@ def _unexpected(error: GraphQLError) -> bool:
     return original is not None and not isinstance(original, GraphQLError)
 
 
-class OperationGuard(MaskErrors):
+class OperationGuard(SchemaExtension):
     """Parses (refusing documents over the token limit or nested too deeply to parse) and
     validates before strawberry would, so its own steps find the work done; afterwards masks
     unexpected errors (the client gets INTERNAL_SERVER_ERROR and the request id, the log the
-    rest), codes the pre-execution errors and hides suggestions."""
+    rest), codes the pre-execution errors and hides suggestions.
+
+    The masking is strawberry's MaskErrors minus its runtime-checked Protocol, whose
+    isinstance alone cost more than the rest of this extension."""
 
     def __init__(self, limits: QueryLimits) -> None:
-        super().__init__(should_mask_error=_unexpected, error_message="Internal server error")
         self.limits = limits
         self.validation_errors: list[GraphQLError] = []
+        self.streamed = False
 
     def on_operation(self) -> Iterator[None]:
         self.execution_context.validation_rules = self.limits.rules
-        yield from super().on_operation()
+        yield
         result = self.execution_context.result
+        if not self.streamed:  # each streamed result was masked as it went out
+            self._mask(getattr(result, "initial_result", result))
         for error in getattr(result, "errors", None) or ():
             if not self.limits.field_suggestions and "Did you mean" in error.message:
                 error.message = _SUGGESTION.sub("", error.message)
             if error.path is None and not (error.extensions or {}).get("code"):
                 error.extensions = {**(error.extensions or {}), "code": self._code(error)}
+
+    def on_stream_result(self, result: StreamExecutionResult) -> Iterator[None]:
+        self.streamed = True
+        self._mask(result)
+        for name in ("incremental", "completed"):
+            for part in getattr(result, name, None) or ():
+                self._mask(part)
+        yield
 
     def on_parse(self) -> Iterator[None]:
         ctx = self.execution_context
@@ -79,7 +100,12 @@ class OperationGuard(MaskErrors):
             ) from None
         return document
 
-    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
+    def _mask(self, result: object) -> None:
+        errors = getattr(result, "errors", None)
+        if errors:
+            result.errors = [self._masked(e) if _unexpected(e) else e for e in errors]  # type: ignore[attr-defined]
+
+    def _masked(self, error: GraphQLError) -> GraphQLError:
         request = getattr(self.execution_context.context, "request", None)
         request_id = None if request is None else request.scope.get("state", {}).get("request_id")
         log.error(
@@ -88,9 +114,14 @@ class OperationGuard(MaskErrors):
             error.path,
             exc_info=error.original_error,
         )
-        masked = super().anonymise_error(error)
-        masked.extensions = {"code": "INTERNAL_SERVER_ERROR", "requestId": request_id}
-        return masked
+        return GraphQLError(
+            "Internal server error",
+            nodes=error.nodes,
+            source=error.source,
+            positions=error.positions,
+            path=error.path,
+            extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
+        )
 
     def _code(self, error: GraphQLError) -> str:
         if isinstance(error, GraphQLSyntaxError):
@@ -98,3 +129,73 @@ class OperationGuard(MaskErrors):
         if any(error is e for e in self.validation_errors):
             return "GRAPHQL_VALIDATION_FAILED"
         return "BAD_USER_INPUT"  # variables that do not coerce, an unknown operation name
+
+
+class _OneHook:
+    """One extension's generator hook as the sync and async context manager strawberry's
+    runner would build for it, without the exit stack around it."""
+
+    __slots__ = ("manager",)
+
+    def __init__(self, hook: Callable[[], Iterator[None]]) -> None:
+        self.manager = contextlib.contextmanager(hook)()
+
+    def __enter__(self) -> None:
+        self.manager.__enter__()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        return self.manager.__exit__(kind, exc, tb)
+
+    async def __aenter__(self) -> None:
+        self.manager.__enter__()
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        return self.manager.__exit__(kind, exc, tb)
+
+
+_NOTHING = contextlib.nullcontext()
+
+
+_KINDS: dict[tuple[type, str], str | None] = {}
+
+
+def _hook_kind(extension: type, name: str) -> str | None:
+    """None when `extension` leaves the hook `name` alone, "generator" for a generator."""
+    kind = _KINDS.get((extension, name), "?")
+    if kind == "?":
+        hook = getattr(extension, name)
+        if hook is getattr(SchemaExtension, name):
+            kind = None
+        else:
+            kind = "generator" if inspect.isgeneratorfunction(hook) else "other"
+        _KINDS[extension, name] = kind
+    return kind
+
+
+class LeanRunner(SchemaExtensionsRunner):
+    """strawberry's runner, minus its per-stage machinery where no extension or a single
+    generator hook is involved; anything else gets strawberry's own context managers."""
+
+    def _stage(self, name: str, generic: Callable[[], Any]) -> Any:
+        hooked = [e for e in self.extensions if _hook_kind(type(e), name)]
+        if not hooked:
+            return _NOTHING
+        if len(hooked) == 1 and _hook_kind(type(hooked[0]), name) == "generator":
+            return _OneHook(getattr(hooked[0], name))
+        return generic()
+
+    def operation(self) -> Any:
+        return self._stage("on_operation", super().operation)
+
+    def parsing(self) -> Any:
+        return self._stage("on_parse", super().parsing)
+
+    def validation(self) -> Any:
+        return self._stage("on_validate", super().validation)
+
+    def executing(self) -> Any:
+        return self._stage("on_execute", super().executing)

@@ -12,12 +12,15 @@ from collections.abc import AsyncGenerator
 import strawberry
 from graphql import GraphQLInputObjectType
 from graphql.type.definition import GraphQLDefaultInput
+from strawberry.extensions import SchemaExtension
+from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.printer.ast_from_value import ast_from_value
+from strawberry.types import ExecutionContext
 
 from queuelog.auth.permissions import AdminOnly, Authenticated, ProducerOrAdmin, WorkerOrAdmin
 from queuelog.config import Settings
 from queuelog.resolvers import mutations, queries, subscriptions
-from queuelog.schema.extension import OperationGuard
+from queuelog.schema.extension import LeanRunner, OperationGuard
 from queuelog.schema.limits import QueryLimits
 from queuelog.schema.types import (
     ApiKey,
@@ -107,6 +110,13 @@ class Subscription:
     )
 
 
+class QueuelogSchema(strawberry.Schema):
+    def create_extensions_runner(
+        self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
+    ) -> SchemaExtensionsRunner:
+        return LeanRunner(execution_context=execution_context, extensions=extensions)
+
+
 def _literal_defaults(schema: strawberry.Schema) -> strawberry.Schema:
     """graphql-core cannot turn a JSON default such as `payload: JSON = {}` back into a
     literal, so introspection (and GraphiQL) failed on it; give it the literal strawberry
@@ -122,7 +132,7 @@ def _literal_defaults(schema: strawberry.Schema) -> strawberry.Schema:
 
 def build_schema(settings: Settings | None = None) -> strawberry.Schema:
     limits = QueryLimits.from_settings(settings or Settings())
-    schema = strawberry.Schema(
+    schema = QueuelogSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
