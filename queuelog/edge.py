@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from cross_web import HTTPException
 from graphql import GraphQLError
-from starlette.datastructures import Headers, MutableHeaders
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -55,6 +55,12 @@ SECURITY_HEADERS = {
     "cross-origin-opener-policy": "same-origin",
 }
 API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+_API_CSP_RAW = API_CSP.encode()
+_SECURITY_RAW = [(name.encode(), value.encode()) for name, value in SECURITY_HEADERS.items()]
+# Set by EdgeHeaders, replacing whatever the application sent.
+_REPLACED = frozenset(
+    (*(name for name, _ in _SECURITY_RAW), b"content-security-policy", b"x-request-id")
+)
 
 
 def negotiate(accept: str | None) -> str | None:
@@ -152,21 +158,39 @@ class EdgeHeaders:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        given = Headers(scope=scope).get("x-request-id", "")
+        given = _header(scope["headers"], b"x-request-id")
         request_id = given if _REQUEST_ID.fullmatch(given) else f"{_ids.getrandbits(128):032x}"
         scope.setdefault("state", {})["request_id"] = request_id
+        page_csp = self.page_csp.encode()
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                headers.update(SECURITY_HEADERS)
-                html = headers.get("content-type", "").startswith("text/html")
-                headers["content-security-policy"] = self.page_csp if html else API_CSP
-                headers.setdefault("cache-control", "no-store")
-                headers["x-request-id"] = request_id
+                # One pass over the raw headers: MutableHeaders rescanned them per header.
+                headers, html, cached = [], False, False
+                for name, value in message.get("headers", ()):
+                    if name in _REPLACED:
+                        continue
+                    if name == b"content-type":
+                        html = value.startswith(b"text/html")
+                    cached = cached or name == b"cache-control"
+                    headers.append((name, value))
+                headers += _SECURITY_RAW
+                headers.append((b"content-security-policy", page_csp if html else _API_CSP_RAW))
+                if not cached:
+                    headers.append((b"cache-control", b"no-store"))
+                headers.append((b"x-request-id", request_id.encode()))
+                message["headers"] = headers
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def _header(raw: list[tuple[bytes, bytes]], name: bytes) -> str:
+    """The first value of a header (ASGI servers give names lowercased), or ""."""
+    for key, value in raw:
+        if key == name:
+            return value.decode("latin-1")
+    return ""
 
 
 class KeyRateLimit:
