@@ -29,7 +29,7 @@ from queuelog.auth.backend import (
 )
 from queuelog.auth.ratelimit import RateLimited, TokenBuckets
 from queuelog.config import Settings
-from queuelog.edge import API_CSP, EdgeHeaders, KeyRateLimit, SpecGraphQL, page_csp, rate_limited
+from queuelog.edge import API_CSP, EdgeHeaders, KeyRateLimit, page_csp, rate_limited
 from queuelog.events.listen import listen
 from queuelog.events.sessions import Session
 from queuelog.graphiql import ASSETS_PATH, GraphiQLAssets, offline_page
@@ -39,6 +39,7 @@ from queuelog.service.maintenance import maintenance_loop
 from queuelog.services import Services, open_services
 from queuelog.storage.db import KEYS_CHANNEL
 from queuelog.storage.migrate import migrate
+from queuelog.view import SpecGraphQL
 
 
 class QueuelogGraphQL(SpecGraphQL):

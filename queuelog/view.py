@@ -1,0 +1,208 @@
+"""strawberry's ASGI view for /graphql, made to follow GraphQL-over-HTTP where it does not
+already (see `queuelog.edge` for the media types and status codes), with the execution
+timeout, and a short path for the request nearly every client sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from cross_web import HTTPException
+from graphql import GraphQLError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
+from strawberry.http.parse_content_type import parse_content_type
+from strawberry.schema.exceptions import InvalidOperationTypeError
+from strawberry.types import ExecutionResult
+from strawberry.types.unset import UNSET
+
+from queuelog.edge import GRAPHQL_RESPONSE, JSON, error_response, negotiate
+from queuelog.resolvers.context import Context
+
+_HTTP_CODES = {405: "METHOD_NOT_ALLOWED", 406: "NOT_ACCEPTABLE", 415: "UNSUPPORTED_MEDIA_TYPE"}
+# Request errors (no `data`) whose status is not 400.
+_STATUS_BY_CODE = {"EXECUTION_TIMEOUT": 503, "INTERNAL_SERVER_ERROR": 500}
+
+
+def _plain_json(content_type: str | None) -> bool:
+    """`application/json`, UTF-8 if a charset is named: what clients send nearly always."""
+    return content_type is not None and content_type.lower().replace(" ", "") in (
+        JSON,
+        f"{JSON};charset=utf-8",
+    )
+
+
+def _streaming(accept: str | None) -> bool:
+    """Whether the client might be asking for a streaming transport (SSE, multipart)."""
+    return accept is not None and ("event-stream" in accept or "multipart" in accept)
+
+
+class SpecGraphQL(GraphQL[Context, None]):
+    """strawberry's ASGI view, made to follow GraphQL-over-HTTP where it does not already."""
+
+    def __init__(self, *args: Any, execution_timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.execution_timeout = execution_timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            response = await self.run(request)
+        except HTTPException as e:
+            response = error_response(
+                request.headers.get("accept"),
+                e.status_code,
+                e.reason,
+                _HTTP_CODES.get(e.status_code, "BAD_REQUEST"),
+                {"Allow": "POST"} if e.status_code == 405 else None,
+            )
+        await response(scope, receive, send)  # type: ignore[operator]
+
+    async def run(  # type: ignore[override]
+        self, request: Request | WebSocket, context: Any = UNSET, root_value: Any = UNSET
+    ) -> Response | WebSocket:
+        if isinstance(request, WebSocket):
+            return await super().run(request, context, root_value)
+        accept = request.headers.get("accept")
+        media = negotiate(accept)
+        if (
+            media
+            and request.method == "POST"
+            and context is UNSET
+            and root_value is UNSET
+            and _plain_json(request.headers.get("content-type"))
+            and not _streaming(accept)
+        ):
+            response = await self._post(request, media)
+            if response is not None:
+                return response
+        if media is None and not self.should_render_graphql_ide(
+            self.request_adapter_class(request)
+        ):
+            raise HTTPException(
+                406, f"this endpoint answers in {GRAPHQL_RESPONSE} or {JSON}; accept one of them"
+            )
+        response = await super().run(request, context, root_value)
+        if response.headers.get("content-type", "").startswith(JSON) and media:
+            status = getattr(request.state, "graphql_status", 200)
+            if media == GRAPHQL_RESPONSE or status != 400:
+                response.status_code = status
+            response.headers["content-type"] = f"{media}; charset=utf-8"
+        return response
+
+    async def _post(self, request: Request, media: str) -> Response | None:
+        """The common request, a JSON object POSTed, run without strawberry's generic HTTP
+        machinery (which cost more than executing a small operation). None for anything
+        unusual: the generic path then reads the cached body and answers it as before."""
+        data = self.parse_json(await request.body())
+        if not isinstance(data, dict):
+            return None
+        query, variables = data.get("query"), data.get("variables")
+        extensions = data.get("extensions")
+        if not (
+            isinstance(query, str)
+            and isinstance(variables, dict | None)
+            and isinstance(extensions, dict | None)
+        ):
+            return None
+        request_data = GraphQLRequestData(
+            query=query,
+            variables=variables,
+            operation_name=data.get("operationName"),
+            extensions=extensions,
+        )
+        result = await self.execute_single(
+            request=request,
+            request_adapter=self.request_adapter_class(request),
+            sub_response=None,
+            context=await self.get_context(request, response=None),  # type: ignore[arg-type]
+            root_value=None,
+            request_data=request_data,
+        )
+        body = await self.process_result(request, result)
+        status = getattr(request.state, "graphql_status", 200)
+        if media != GRAPHQL_RESPONSE and status == 400:
+            status = 200
+        return Response(self.encode_json(body), status, media_type=f"{media}; charset=utf-8")
+
+    def encode_json(self, data: object) -> str | bytes:
+        # Text, not bytes: strawberry sends bytes over WebSocket as binary frames, which
+        # graphql-ws clients (GraphiQL's among them) refuse.
+        try:
+            return orjson.dumps(data).decode()
+        except TypeError:  # e.g. an integer past 64 bits in an error's extensions
+            return super().encode_json(data)
+
+    def decode_json(self, data: str | bytes) -> object:
+        # orjson: strict UTF-8, and nesting past 1,024 levels is a JSONDecodeError, not a
+        # RecursionError.
+        return orjson.loads(data)
+
+    def parse_json(self, data: str | bytes) -> Any:
+        try:
+            return self.decode_json(data)
+        except orjson.JSONDecodeError as e:
+            raise HTTPException(400, f"the request is not valid UTF-8 JSON: {e}") from e
+
+    async def parse_http_body(self, request: Any) -> Any:
+        content_type, params = parse_content_type(request.content_type or "")
+        if request.method == "POST":
+            if content_type != JSON:
+                raise HTTPException(415, f"send the operation as {JSON}")
+            if params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
+                raise HTTPException(415, "the request body must be UTF-8")
+        try:
+            return await super().parse_http_body(request)
+        except AttributeError as e:  # a JSON body that is neither an object nor an array
+            raise HTTPException(400, "the request body must be a JSON object") from e
+        except HTTPException as e:
+            if e.reason == "Batching is not enabled":
+                raise HTTPException(
+                    400,
+                    "batched operations (a JSON array body) are not supported: "
+                    "send one operation per request",
+                ) from e
+            raise
+
+    async def execute_single(self, *args: Any, **kwargs: Any) -> ExecutionResult:
+        timeout = asyncio.timeout(self.execution_timeout)
+        try:
+            async with timeout:
+                return await super().execute_single(*args, **kwargs)
+        except TimeoutError:
+            if not timeout.expired():
+                raise
+            message = (
+                f"execution took longer than {self.execution_timeout:g} s "
+                "(QUEUELOG_EXECUTION_TIMEOUT_SECONDS)"
+            )
+            error = GraphQLError(message, extensions={"code": "EXECUTION_TIMEOUT"})
+            return ExecutionResult(data=None, errors=[error])
+        except HTTPException as e:
+            method = kwargs["request_adapter"].method
+            if isinstance(e.__cause__, InvalidOperationTypeError) and method == "GET":
+                raise HTTPException(405, f"{e.reason}: use POST") from e
+            raise
+
+    async def process_result(
+        self, request: Request, result: ExecutionResult
+    ) -> GraphQLHTTPResponse:
+        data = await super().process_result(request, result)
+        errors = result.errors or []
+        if result.data is None and errors and all(e.path is None for e in errors):
+            # A request error: execution never began, so there is no `data` entry.
+            data.pop("data", None)
+            codes = [(e.extensions or {}).get("code") for e in errors]
+            request.state.graphql_status = next(
+                (_STATUS_BY_CODE[c] for c in codes if c in _STATUS_BY_CODE), 400
+            )
+        return data
