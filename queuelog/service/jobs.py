@@ -101,14 +101,17 @@ class JobService:
         _require(actor, Role.PRODUCER)
         if not 1 <= len(reqs) <= BATCH_MAX:
             raise errors.ValidationFailed(f"give 1 to {BATCH_MAX} inputs", ["inputs"])
-        rows = [self._row(actor, r, ["inputs", str(i)]) for i, r in enumerate(reqs)]
+        now = self.clock()  # one instant for the batch: one transaction, input order kept
+        rows = [self._row(actor, r, ["inputs", str(i)], now) for i, r in enumerate(reqs)]
         return [Job.from_row(r) for r in await self.db.write(self._enqueue_many, rows)]
 
-    def _row(self, actor: Actor, req: EnqueueRequest, prefix: list[str]) -> dict[str, Any]:
+    def _row(
+        self, actor: Actor, req: EnqueueRequest, prefix: list[str], now: datetime | None = None
+    ) -> dict[str, Any]:
         return validation.enqueue(
             actor,
             req,
-            now=self.clock(),
+            now=now or self.clock(),
             configured=self.types,
             payload_limit=self.settings.payload_max_bytes,
             horizon=self.horizon,

@@ -62,14 +62,21 @@ def cursor(tx: Tx) -> Any:
     return tx.cursor
 
 
+_last_text: tuple[datetime | None, str] = (None, "")  # a row's times are often one instant
+
+
 def bind(dialect: str, value: Any) -> Any:
-    if not isinstance(value, datetime):
+    global _last_text
+    if not isinstance(value, datetime) or dialect != "sqlite":
         return value
+    last = _last_text
+    if value is last[0]:
+        return last[1]
     if value.tzinfo is None:
         raise ValueError("naive datetime")
-    if dialect == "sqlite":
-        return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
-    return value
+    text = value.astimezone(UTC).isoformat(" ", "microseconds")[:26]  # without "+00:00"
+    _last_text = (value, text)
+    return text
 
 
 def _row(dialect: str, raw: Sequence[Any]) -> JobRow:
@@ -78,9 +85,7 @@ def _row(dialect: str, raw: Sequence[Any]) -> JobRow:
         v = values[i]
         if v is not None:
             values[i] = (
-                datetime.fromisoformat(v).replace(tzinfo=UTC)
-                if dialect == "sqlite"
-                else v.astimezone(UTC)
+                datetime.fromisoformat(v + "+00:00") if dialect == "sqlite" else v.astimezone(UTC)
             )
     return JobRow._make(values)
 
@@ -111,29 +116,34 @@ def execute_many(tx: Tx, text: str, rows: Sequence[Sequence[Any]]) -> None:
 # -- the statements ----------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=64)
+def _insert_sql(dialect: str, names: tuple[str, ...], rows: int) -> str:
+    one = f"({_marks(len(names))})"
+    text = f"INSERT INTO jobs ({', '.join(names)}) VALUES {', '.join([one] * rows)} {_RETURNING}"
+    return _sql(dialect, text)
+
+
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
     """Insert jobs, rows back in input order."""
-    names = tuple(values[0])
-    if tx.dialect == "postgresql":
+    d, names = tx.dialect, tuple(values[0])
+    cur = cursor(tx)
+    if d == "postgresql":
         # psycopg pipelines executemany and hands back each row's RETURNING in order.
-        text = f"INSERT INTO jobs ({', '.join(names)}) VALUES ({_marks(len(names))}) {_RETURNING}"
-        cur = cursor(tx)
-        params = [[bind("postgresql", v[n]) for n in names] for v in values]
-        cur.executemany(_sql("postgresql", text), params, returning=True)
+        params = [[bind(d, v[n]) for n in names] for v in values]
+        cur.executemany(_insert_sql(d, names, 1), params, returning=True)
         out: list[JobRow] = []
         while True:
-            out.extend(_row("postgresql", r) for r in cur.fetchall())
+            out.extend(_row(d, r) for r in cur.fetchall())
             if not cur.nextset():
                 return out
     out = []
     per_statement = SQLITE_MAX_VARIABLES // len(names)
     for start in range(0, len(values), per_statement):
         chunk = values[start : start + per_statement]
-        rows = f"({_marks(len(names))})"
-        text = f"INSERT INTO jobs ({', '.join(names)}) VALUES {', '.join([rows] * len(chunk))}"
+        params = [bind(d, v[n]) for v in chunk for n in names]
+        cur.execute(_insert_sql(d, names, len(chunk)), params)
         # SQLite gives rowids ascending in VALUES order, but RETURNING's order is unstated.
-        found = execute(tx, f"{text} {_RETURNING}", [v[n] for v in chunk for n in names])
-        out.extend(sorted(found, key=lambda r: r.id))
+        out.extend(sorted((_row(d, r) for r in cur.fetchall()), key=lambda r: r.id))
     return out
 
 
