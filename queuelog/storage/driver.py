@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from sqlalchemy.dialects import postgresql
+
 from queuelog.storage.tables import PENDING, RUNNING, UTCDateTime, jobs
 
 if TYPE_CHECKING:
@@ -118,31 +120,35 @@ def execute_many(tx: Tx, text: str, rows: Sequence[Sequence[Any]]) -> None:
 
 @functools.lru_cache(maxsize=64)
 def _insert_sql(dialect: str, names: tuple[str, ...], rows: int) -> str:
-    one = f"({_marks(len(names))})"
-    text = f"INSERT INTO jobs ({', '.join(names)}) VALUES {', '.join([one] * rows)} {_RETURNING}"
-    return _sql(dialect, text)
+    columns = ", ".join(names)
+    if dialect == "sqlite":
+        values = ", ".join([f"({_marks(len(names))})"] * rows)
+        return f"INSERT INTO jobs ({columns}) VALUES {values} {_RETURNING}"
+    # One array per column, so the text stays short (psycopg caches its parse) whatever
+    # the batch size. PostgreSQL hands out the ids in the order of the SELECT's ORDER BY
+    # (the form SQLAlchemy uses to sort RETURNING rows by parameter order).
+    pg = postgresql.dialect()  # type: ignore[no-untyped-call]
+    arrays = ", ".join(f"%b::{jobs.c[n].type.compile(dialect=pg)}[]" for n in names)
+    return (
+        f"INSERT INTO jobs ({columns}) SELECT {columns}"
+        f" FROM unnest({arrays}) WITH ORDINALITY AS v({columns}, n) ORDER BY n {_RETURNING}"
+    )
 
 
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
-    """Insert jobs, rows back in input order."""
+    """Insert jobs with one statement, rows back in input order (ids ascend in input order
+    on both dialects, so the rows are sorted by id)."""
     d, names = tx.dialect, tuple(values[0])
     cur = cursor(tx)
     if d == "postgresql":
-        # psycopg pipelines executemany and hands back each row's RETURNING in order.
-        params = [[bind(d, v[n]) for n in names] for v in values]
-        cur.executemany(_insert_sql(d, names, 1), params, returning=True)
-        out: list[JobRow] = []
-        while True:
-            out.extend(_row(d, r) for r in cur.fetchall())
-            if not cur.nextset():
-                return out
-    out = []
-    per_statement = SQLITE_MAX_VARIABLES // len(names)
-    for start in range(0, len(values), per_statement):
-        chunk = values[start : start + per_statement]
+        cur.execute(_insert_sql(d, names, 0), [[v[n] for v in values] for n in names])
+        return sorted((_row(d, r) for r in cur.fetchall()), key=lambda r: r.id)
+    out: list[JobRow] = []
+    most = SQLITE_MAX_VARIABLES // len(names)
+    for start in range(0, len(values), most):
+        chunk = values[start : start + most]
         params = [bind(d, v[n]) for v in chunk for n in names]
         cur.execute(_insert_sql(d, names, len(chunk)), params)
-        # SQLite gives rowids ascending in VALUES order, but RETURNING's order is unstated.
         out.extend(sorted((_row(d, r) for r in cur.fetchall()), key=lambda r: r.id))
     return out
 
