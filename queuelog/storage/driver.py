@@ -253,11 +253,20 @@ def expired_leases(tx: Tx, now: datetime, limit: int) -> list[JobRow]:
     return execute(tx, text, [now, limit])
 
 
-_INSERT_EVENT = (
-    "INSERT INTO job_events (job_id, job_type, producer, worker_id, previous_status, status,"
-    " occurred_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_EVENT_COLUMNS = "job_id, job_type, producer, worker_id, previous_status, status, occurred_at"
+_INSERT_EVENT = f"INSERT INTO job_events ({_EVENT_COLUMNS}) VALUES ({_marks(7)})"
+# PostgreSQL: one statement of one array per column (executemany there is one statement
+# per row); ids in ORDER BY order, so events keep the order they were recorded in.
+_PG_INSERT_EVENTS = (
+    f"INSERT INTO job_events ({_EVENT_COLUMNS}) SELECT {_EVENT_COLUMNS}"
+    " FROM unnest(%b::BIGINT[], %b::TEXT[], %b::TEXT[], %b::TEXT[], %b::TEXT[], %b::TEXT[],"
+    f" %b::TIMESTAMPTZ[]) WITH ORDINALITY AS v({_EVENT_COLUMNS}, n) ORDER BY n"
 )
 
 
 def insert_events(tx: Tx, rows: Sequence[Sequence[Any]]) -> None:
-    execute_many(tx, _INSERT_EVENT, rows)
+    if tx.dialect == "postgresql" and len(rows) > 1:
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        cursor(tx).execute(_PG_INSERT_EVENTS, columns)
+    else:
+        execute_many(tx, _INSERT_EVENT, rows)
