@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import uvloop
+
 from bench import bench_backlog, bench_http, bench_peers, bench_service, report
 from bench.common import BACKENDS, Profile, Server, database_url, median, rss_bytes
 
@@ -37,7 +39,8 @@ NOTES = [
     "meanwhile: absolute rates move from run to run by a factor of two; ratios much less.",
     "SQLite writes go through one writer thread that commits every write queued meanwhile "
     "in one transaction (group commit): concurrent HTTP writers share one fsync, while the "
-    "one-at-a-time service figures pay a thread hop and SQLAlchemy per transaction.",
+    "one-at-a-time service figures pay a thread hop per transaction. The in-process "
+    "benchmarks (service, backlog, peers) run on uvloop, the event loop the server runs on.",
     "Backlog: bulk-loaded with raw SQL (executemany / COPY), ANALYZEd, topped up before each "
     "run; each timed claim goes through `JobService.claim` (thread hop included) and is then "
     "completed, untimed.",
@@ -139,8 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     profile = Profile.quick() if args.smoke else Profile.full(args.soak_seconds)
     backends = args.backend or list(BACKENDS)
-    with tempfile.TemporaryDirectory(prefix="queuelog-bench-") as tmp:
-        results = asyncio.run(run_all(backends, Path(tmp), profile))
+    # The in-process benchmarks run on the event loop the server runs on (uvicorn picks
+    # uvloop, which `uvicorn[standard]` installs).
+    with (
+        tempfile.TemporaryDirectory(prefix="queuelog-bench-") as tmp,
+        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
+    ):
+        results = runner.run(run_all(backends, Path(tmp), profile))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "benchmarks.json").write_text(json.dumps(results, indent=1, default=str))
     command = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
