@@ -1,4 +1,8 @@
-"""Every SQL statement on `jobs`. Each transition is a compare-and-set on the expected status."""
+"""Every operation on `jobs`. Each transition is a compare-and-set on the expected status.
+
+The hot statements' SQL (insert, get, claim, update, rescue scan) is in `storage.driver`;
+the rest is SQLAlchemy Core here.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from queuelog.storage import driver
 from queuelog.storage import events as events_sql
 from queuelog.storage.db import Tx
 from queuelog.storage.driver import JobRow
+from queuelog.storage.driver import expired_leases as expired_leases  # as it is
+from queuelog.storage.driver import get as get  # as it is: no event to record
 from queuelog.storage.tables import PENDING, RUNNING, job_events, jobs
 
 J = jobs.c
@@ -86,10 +92,6 @@ def by_key(tx: Tx, producer: str, key: str) -> Row[Any] | None:
     return tx.conn.execute(_BY_KEY, {"producer": producer, "key": key}).first()
 
 
-def get(tx: Tx, job_id: int) -> JobRow | None:
-    return driver.get(tx, job_id)
-
-
 def claim(
     tx: Tx,
     *,
@@ -131,12 +133,6 @@ def transition(
     if row is not None and row.status != previous:
         tx.record(row, previous)
     return row
-
-
-def expired_leases(tx: Tx, now: datetime, limit: int) -> list[JobRow]:
-    """Running jobs whose lease ended before `now` (locked, on PostgreSQL, so that one
-    replica rescues each job once)."""
-    return driver.expired_leases(tx, now, limit)
 
 
 def held_before(tx: Tx, job_id: int, worker: str) -> bool:
