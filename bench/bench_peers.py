@@ -59,6 +59,18 @@ def _rates(n: int, *seconds: float) -> list[float]:
     return [n / s for s in seconds]
 
 
+def _phases(n: int, t0: float, t1: float, t2: float, t3: float) -> dict[str, float]:
+    """Rates of n jobs enqueued in t0..t1, taken in t1..t2, completed in t2..t3."""
+    enqueue, claim, complete = _rates(n, t1 - t0, t2 - t1, t3 - t2)
+    return {
+        "enqueue": enqueue,
+        "claim": claim,
+        "complete": complete,
+        "take_per_job": _per_job(enqueue, claim),
+        "full_per_job": _per_job(enqueue, claim, complete),
+    }
+
+
 async def _queuelog_run(svc: JobService, n: int, callers: int, batch: int) -> dict[str, float]:
     """Enqueue n jobs, claim them, complete them: `callers` concurrent callers, `batch` jobs
     per enqueue and per claim (a claimed batch's completes go concurrently)."""
@@ -95,14 +107,7 @@ async def _queuelog_run(svc: JobService, n: int, callers: int, batch: int) -> di
     t2 = time.perf_counter()
     await asyncio.gather(*(done(c) for c in range(callers)))
     t3 = time.perf_counter()
-    enqueue, claim, complete = _rates(n, t1 - t0, t2 - t1, t3 - t2)
-    return {
-        "enqueue": enqueue,
-        "claim": claim,
-        "complete": complete,
-        "take_per_job": _per_job(enqueue, claim),
-        "full_per_job": _per_job(enqueue, claim, complete),
-    }
+    return _phases(n, t0, t1, t2, t3)
 
 
 async def _queuelog(url: str, n: int) -> tuple[dict[str, dict[str, float]], str | None]:
@@ -288,14 +293,7 @@ async def _pgqueuer_batches(url: str, n: int) -> dict[str, float]:
         t3 = time.perf_counter()
     if sum(map(len, batches)) != n:
         raise RuntimeError(f"PgQueuer dequeued {sum(map(len, batches))} of {n} jobs")
-    enqueue, claim, complete = _rates(n, t1 - t0, t2 - t1, t3 - t2)
-    return {
-        "enqueue": enqueue,
-        "claim": claim,
-        "complete": complete,
-        "take_per_job": _per_job(enqueue, claim),
-        "full_per_job": _per_job(enqueue, claim, complete),
-    }
+    return _phases(n, t0, t1, t2, t3)
 
 
 async def server(pg_url: str, pg_url_peer: str, profile: Profile) -> dict[str, Any]:
