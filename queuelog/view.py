@@ -6,6 +6,7 @@ timeout, and a short path for the request nearly every client sends.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 import orjson
@@ -24,6 +25,7 @@ from strawberry.types.unset import UNSET
 
 from queuelog.edge import GRAPHQL_RESPONSE, JSON, error_response, negotiate
 from queuelog.resolvers.context import Context
+from queuelog.schema.schema import QueuelogSchema
 
 _HTTP_CODES = {405: "METHOD_NOT_ALLOWED", 406: "NOT_ACCEPTABLE", 415: "UNSUPPORTED_MEDIA_TYPE"}
 # Request errors (no `data`) whose status is not 400.
@@ -139,20 +141,31 @@ class SpecGraphQL(GraphQL[Context, None]):
             and isinstance(extensions, dict | None)
         ):
             return None
-        request_data = GraphQLRequestData(
-            query=query,
-            variables=variables,
-            operation_name=data.get("operationName"),
-            extensions=extensions,
-        )
-        result = await self.execute_single(
-            request=request,
-            request_adapter=self.request_adapter_class(request),
-            sub_response=None,
-            context=await self.get_context(request, response=None),  # type: ignore[arg-type]
-            root_value=None,
-            request_data=request_data,
-        )
+        operation_name = data.get("operationName")
+        context = await self.get_context(request, response=None)  # type: ignore[arg-type]
+        result = None
+        schema = self.schema
+        if isinstance(schema, QueuelogSchema) and isinstance(operation_name, str | None):
+            operation = schema.prepared.get(query, operation_name)
+            if operation is not None:
+                result = await self._within_deadline(
+                    schema.execute_prepared(operation, variables, context)
+                )
+        if result is None:  # not prepared, or variables the generic path must report
+            request_data = GraphQLRequestData(
+                query=query,
+                variables=variables,
+                operation_name=operation_name,
+                extensions=extensions,
+            )
+            result = await self.execute_single(
+                request=request,
+                request_adapter=self.request_adapter_class(request),
+                sub_response=None,
+                context=context,
+                root_value=None,
+                request_data=request_data,
+            )
         body = await self.process_result(request, result)
         status = getattr(request.state, "graphql_status", 200)
         if media != GRAPHQL_RESPONSE and status == 400:
@@ -199,10 +212,24 @@ class SpecGraphQL(GraphQL[Context, None]):
             raise
 
     async def execute_single(self, *args: Any, **kwargs: Any) -> ExecutionResult:
+        try:
+            result = await self._within_deadline(super().execute_single(*args, **kwargs))
+        except HTTPException as e:
+            method = kwargs["request_adapter"].method
+            if isinstance(e.__cause__, InvalidOperationTypeError) and method == "GET":
+                raise HTTPException(405, f"{e.reason}: use POST") from e
+            raise
+        assert result is not None
+        return result
+
+    async def _within_deadline(
+        self, execution: Awaitable[ExecutionResult | None]
+    ) -> ExecutionResult | None:
+        """`execution`, or EXECUTION_TIMEOUT once it has run longer than the timeout."""
         deadline = _Deadline()
         timer = asyncio.get_running_loop().call_later(self.execution_timeout, deadline.expire)
         try:
-            return await super().execute_single(*args, **kwargs)
+            return await execution
         except asyncio.CancelledError:
             if not deadline.settle():
                 raise
@@ -212,11 +239,6 @@ class SpecGraphQL(GraphQL[Context, None]):
             )
             error = GraphQLError(message, extensions={"code": "EXECUTION_TIMEOUT"})
             return ExecutionResult(data=None, errors=[error])
-        except HTTPException as e:
-            method = kwargs["request_adapter"].method
-            if isinstance(e.__cause__, InvalidOperationTypeError) and method == "GET":
-                raise HTTPException(405, f"{e.reason}: use POST") from e
-            raise
         finally:
             timer.cancel()
             deadline.settle()

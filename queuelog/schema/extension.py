@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any
 
-from graphql import DocumentNode, GraphQLError, GraphQLSyntaxError
+from graphql import DocumentNode, GraphQLError, GraphQLSchema, GraphQLSyntaxError
 from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.types import StreamExecutionResult
@@ -36,6 +36,63 @@ def _unexpected(error: GraphQLError) -> bool:
     """Mask every error that is not one of ours (GraphQLErrors carry their own code)."""
     original = error.original_error
     return original is not None and not isinstance(original, GraphQLError)
+
+
+def parse_document(query: str, max_tokens: int) -> DocumentNode:
+    """Parse (cached), refusing documents over the token limit or nested too deeply."""
+    try:
+        document: DocumentNode = _parse(query, max_tokens=max_tokens)
+    except GraphQLSyntaxError as exc:
+        if "tokens" in exc.message and "Parsing aborted" in exc.message:
+            raise too_complex(
+                "maxTokens", "QUEUELOG_MAX_TOKENS", max_tokens + 1, max_tokens, "token count"
+            ) from None
+        exc.extensions = {"code": "GRAPHQL_PARSE_FAILED"}
+        raise
+    except RecursionError:
+        raise GraphQLError(
+            "the document is nested too deeply to parse",
+            extensions={"code": TOO_COMPLEX, "limit": "nesting"},
+        ) from None
+    return document
+
+
+def validate_document(
+    schema: GraphQLSchema, document: DocumentNode, limits: QueryLimits
+) -> list[GraphQLError]:
+    """Validate (cached) under the schema's rules and limits."""
+    errors: list[GraphQLError] = _validate(schema, document, limits.rules)
+    return errors
+
+
+def hide_suggestion(error: GraphQLError, limits: QueryLimits) -> None:
+    if not limits.field_suggestions and "Did you mean" in error.message:
+        error.message = _SUGGESTION.sub("", error.message)
+
+
+def mask(errors: list[GraphQLError], context: object) -> list[GraphQLError]:
+    """Every unexpected error replaced by INTERNAL_SERVER_ERROR and the request id, for the
+    client; the log gets the rest."""
+    return [_masked(e, context) if _unexpected(e) else e for e in errors]
+
+
+def _masked(error: GraphQLError, context: object) -> GraphQLError:
+    request = getattr(context, "request", None)
+    request_id = None if request is None else request.scope.get("state", {}).get("request_id")
+    log.error(
+        "unexpected error (request %s) at %s",
+        request_id,
+        error.path,
+        exc_info=error.original_error,
+    )
+    return GraphQLError(
+        "Internal server error",
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        path=error.path,
+        extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
+    )
 
 
 class OperationGuard(SchemaExtension):
@@ -59,8 +116,7 @@ class OperationGuard(SchemaExtension):
         if not self.streamed:  # each streamed result was masked as it went out
             self._mask(getattr(result, "initial_result", result))
         for error in getattr(result, "errors", None) or ():
-            if not self.limits.field_suggestions and "Did you mean" in error.message:
-                error.message = _SUGGESTION.sub("", error.message)
+            hide_suggestion(error, self.limits)
             if error.path is None and not (error.extensions or {}).get("code"):
                 error.extensions = {**(error.extensions or {}), "code": self._code(error)}
 
@@ -74,54 +130,18 @@ class OperationGuard(SchemaExtension):
 
     def on_parse(self) -> Iterator[None]:
         ctx = self.execution_context
-        ctx.graphql_document = self._parse(ctx.query or "")
+        ctx.graphql_document = parse_document(ctx.query or "", self.limits.max_tokens)
         # Validating here spares strawberry's validation step a hook of its own; it runs
         # only when `pre_execution_errors` is still None.
-        errors = _validate(ctx.schema._schema, ctx.graphql_document, ctx.validation_rules)
+        errors = validate_document(ctx.schema._schema, ctx.graphql_document, self.limits)
         ctx.pre_execution_errors = errors
         self.validation_errors = errors
         yield
 
-    def _parse(self, query: str) -> DocumentNode:
-        max_tokens = self.limits.max_tokens
-        try:
-            document: DocumentNode = _parse(query, max_tokens=max_tokens)
-        except GraphQLSyntaxError as exc:
-            if "tokens" in exc.message and "Parsing aborted" in exc.message:
-                raise too_complex(
-                    "maxTokens", "QUEUELOG_MAX_TOKENS", max_tokens + 1, max_tokens, "token count"
-                ) from None
-            exc.extensions = {"code": "GRAPHQL_PARSE_FAILED"}
-            raise
-        except RecursionError:
-            raise GraphQLError(
-                "the document is nested too deeply to parse",
-                extensions={"code": TOO_COMPLEX, "limit": "nesting"},
-            ) from None
-        return document
-
     def _mask(self, result: object) -> None:
         errors = getattr(result, "errors", None)
         if errors:
-            result.errors = [self._masked(e) if _unexpected(e) else e for e in errors]  # type: ignore[attr-defined]
-
-    def _masked(self, error: GraphQLError) -> GraphQLError:
-        request = getattr(self.execution_context.context, "request", None)
-        request_id = None if request is None else request.scope.get("state", {}).get("request_id")
-        log.error(
-            "unexpected error (request %s) at %s",
-            request_id,
-            error.path,
-            exc_info=error.original_error,
-        )
-        return GraphQLError(
-            "Internal server error",
-            nodes=error.nodes,
-            source=error.source,
-            positions=error.positions,
-            path=error.path,
-            extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
-        )
+            result.errors = mask(errors, self.execution_context.context)  # type: ignore[attr-defined]
 
     def _code(self, error: GraphQLError) -> str:
         if isinstance(error, GraphQLSyntaxError):

@@ -8,6 +8,7 @@ rules stay the same objects from one request to the next.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from typing import Any
 
 import strawberry
 from graphql import GraphQLInputObjectType
@@ -15,13 +16,22 @@ from graphql.type.definition import GraphQLDefaultInput
 from strawberry.extensions import SchemaExtension
 from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.printer.ast_from_value import ast_from_value
-from strawberry.types import ExecutionContext
+from strawberry.types import ExecutionContext, ExecutionResult
 
 from queuelog.auth.permissions import AdminOnly, Authenticated, ProducerOrAdmin, WorkerOrAdmin
 from queuelog.config import Settings
 from queuelog.resolvers import mutations, queries, subscriptions
-from queuelog.schema.extension import LeanRunner, OperationGuard
+from queuelog.schema.extension import (
+    LeanRunner,
+    OperationGuard,
+    hide_suggestion,
+    mask,
+    parse_document,
+    validate_document,
+)
+from queuelog.schema.invoke import root_resolver
 from queuelog.schema.limits import QueryLimits
+from queuelog.schema.prepared import Prepared, PreparedOperations
 from queuelog.schema.types import (
     ApiKey,
     ClaimJobPayload,
@@ -111,13 +121,50 @@ class Subscription:
 
 
 class QueuelogSchema(strawberry.Schema):
+    """The schema, its limits, and the operations prepared for the short path."""
+
+    def __init__(
+        self, *, query: type, mutation: type, subscription: type, limits: QueryLimits
+    ) -> None:
+        super().__init__(
+            query=query,
+            mutation=mutation,
+            subscription=subscription,
+            extensions=[lambda: OperationGuard(limits)],
+        )
+        self.limits = limits
+        graphql_schema = self._schema
+        self.prepared = PreparedOperations(
+            graphql_schema,
+            parse=lambda query: parse_document(query, limits.max_tokens),
+            validate=lambda document: validate_document(graphql_schema, document, limits),
+            resolver=lambda field: root_resolver(self, field),
+        )
+
     def create_extensions_runner(
         self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
     ) -> SchemaExtensionsRunner:
         return LeanRunner(execution_context=execution_context, extensions=extensions)
 
+    async def execute_prepared(
+        self, prepared: Prepared, variables: dict[str, Any] | None, context: Any
+    ) -> ExecutionResult | None:
+        """What `execute` answers for a prepared operation, without strawberry's pipeline:
+        errors logged as `process_errors` logs them, then masked and stripped of
+        suggestions as `OperationGuard` does. None when the variables do not coerce."""
+        outcome = await prepared.execute(context, variables)
+        if outcome is None:
+            return None
+        errors = outcome.errors
+        if errors:
+            self.process_errors(errors)
+            errors = mask(errors, context)
+            for error in errors:
+                hide_suggestion(error, self.limits)
+        return ExecutionResult(data=outcome.data, errors=errors or None, extensions={})
 
-def _literal_defaults(schema: strawberry.Schema) -> strawberry.Schema:
+
+def _literal_defaults(schema: QueuelogSchema) -> QueuelogSchema:
     """graphql-core cannot turn a JSON default such as `payload: JSON = {}` back into a
     literal, so introspection (and GraphiQL) failed on it; give it the literal strawberry
     prints in the SDL."""
@@ -130,12 +177,9 @@ def _literal_defaults(schema: strawberry.Schema) -> strawberry.Schema:
     return schema
 
 
-def build_schema(settings: Settings | None = None) -> strawberry.Schema:
+def build_schema(settings: Settings | None = None) -> QueuelogSchema:
     limits = QueryLimits.from_settings(settings or Settings())
     schema = QueuelogSchema(
-        query=Query,
-        mutation=Mutation,
-        subscription=Subscription,
-        extensions=[lambda: OperationGuard(limits)],
+        query=Query, mutation=Mutation, subscription=Subscription, limits=limits
     )
     return _literal_defaults(schema)

@@ -1,0 +1,460 @@
+"""Prepared operations: a short way through execution for the documents clients send again
+and again (a worker's claimJob, a producer's enqueueJob, a frontend's job poll).
+
+graphql-core executes every field generically: it collects the selection set again, builds
+a resolve info, calls a resolver wrapper and completes the value by looking at its type,
+field by field and request by request. For the 17 plain fields of a `Job` that is most of
+a request's cost, and for the 100 jobs of an `enqueueJobs` it is milliseconds.
+
+So an operation that parsed and validated clean, whose only resolvers are its root fields,
+is compiled once per (document, operation name): below the root, each selection set becomes
+a list of (response key, attribute, completer) that reads the objects the resolvers returned
+and coerces leaves with the schema's own scalars and enums. What holds a rule still runs
+as before: variables coerce through graphql-core (variables that do not coerce send the
+request the generic way, which reports them), arguments through graphql-core, and each
+root field through its strawberry resolver (argument conversion, permission classes).
+Errors are located, propagate null to the nearest nullable parent and are logged and
+masked as graphql-core and `OperationGuard` would; `tests/test_prepared.py` holds the two
+paths to the same answers.
+
+Not prepared, so executed the generic way: subscriptions, introspection, directives
+(@skip, @include), fields below the root that have a resolver or arguments (`Job.events`),
+abstract types, and queries with more than one resolved root field (graphql-core runs
+those concurrently, and the order of their errors is its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    GraphQLField,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    GraphQLResolveInfo,
+    GraphQLSchema,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    OperationType,
+    SelectionSetNode,
+    is_leaf_type,
+    located_error,
+)
+from graphql.execution.values import get_argument_values, get_variable_values
+from graphql.pyutils import Path, Undefined, is_iterable
+from graphql.type.definition import GraphQLResolveInfoHelpers
+
+# A completer turns a resolved value into its response value: (value, path, errors).
+Complete = Callable[[Any, Path, list[GraphQLError]], Any]
+
+
+class _NotPreparable(Exception):
+    """The operation uses something only the generic executor does."""
+
+
+class _Null(Exception):
+    """An error at a non-null position: its null moves up to the nearest nullable one."""
+
+    def __init__(self, error: GraphQLError) -> None:
+        self.error = error
+
+
+def _handled(raw: Exception, nodes: list[FieldNode], path: Path, non_null: bool) -> GraphQLError:
+    """graphql-core's handle_field_error: the error located at `path`, raised on as a null
+    to propagate when the position is non-null, returned to be recorded otherwise."""
+    if isinstance(raw, _Null):
+        if non_null:
+            raise raw
+        return raw.error
+    error = located_error(raw, nodes, path.as_list())
+    if non_null:
+        raise _Null(error) from None
+    return error
+
+
+def _leaf(type_: Any) -> Complete:
+    coerce = type_.coerce_output_value
+
+    def leaf(value: Any, path: Path, errors: list[GraphQLError]) -> Any:
+        if value is None:
+            return None
+        coerced = coerce(value)
+        if coerced is Undefined or coerced is None:
+            raise TypeError(
+                f"Expected `{type_}.coerce_output_value({value!r})` to return "
+                f"non-nullable value, returned: {coerced!r}"
+            )
+        return coerced
+
+    return leaf
+
+
+def _non_null(inner: Complete, owner: str, name: str) -> Complete:
+    def non_null(value: Any, path: Path, errors: list[GraphQLError]) -> Any:
+        completed = inner(value, path, errors)
+        if completed is None:
+            raise TypeError(f"Cannot return null for non-nullable field {owner}.{name}.")
+        return completed
+
+    return non_null
+
+
+def _list(
+    item: Complete, item_non_null: bool, nodes: list[FieldNode], owner: str, name: str
+) -> Complete:
+    def complete_list(value: Any, path: Path, errors: list[GraphQLError]) -> Any:
+        if value is None:
+            return None
+        if not is_iterable(value):
+            raise GraphQLError(
+                f"Expected Iterable, but did not find one for field '{owner}.{name}'."
+            )
+        out = []
+        for index, element in enumerate(value):
+            item_path = path.add_key(index, None)
+            try:
+                if isinstance(element, Exception):
+                    raise element
+                out.append(item(element, item_path, errors))
+            except Exception as raw:
+                errors.append(_handled(raw, nodes, item_path, item_non_null))
+                out.append(None)
+        return out
+
+    return complete_list
+
+
+def _typename(value: Any, path: Path, errors: list[GraphQLError]) -> Any:
+    raise AssertionError("__typename is written where it is collected")  # pragma: no cover
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    key: str
+    attribute: str | None  # None: __typename
+    complete: Complete
+    nodes: list[FieldNode]
+    non_null: bool
+
+
+def _object(type_: GraphQLObjectType, fields: Sequence[_Field]) -> Complete:
+    typename = type_.name
+
+    def complete_object(value: Any, path: Path, errors: list[GraphQLError]) -> Any:
+        if value is None:
+            return None
+        out: dict[str, Any] = {}
+        for f in fields:
+            if f.attribute is None:
+                out[f.key] = typename
+                continue
+            field_path = path.add_key(f.key, typename)
+            try:
+                resolved = getattr(value, f.attribute)
+                if isinstance(resolved, Exception):
+                    raise resolved
+                out[f.key] = f.complete(resolved, field_path, errors)
+            except Exception as raw:
+                errors.append(_handled(raw, f.nodes, field_path, f.non_null))
+                out[f.key] = None
+        return out
+
+    return complete_object
+
+
+class _Compiler:
+    def __init__(self, schema: GraphQLSchema, document: DocumentNode) -> None:
+        self.schema = schema
+        self.fragments = {
+            d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+        }
+
+    def collect(
+        self, type_: GraphQLObjectType, sets: Sequence[SelectionSetNode]
+    ) -> dict[str, list[FieldNode]]:
+        """graphql-core's collect_fields for an object type and no directives: the fields by
+        response key in first-seen order, each fragment spread once."""
+        fields: dict[str, list[FieldNode]] = {}
+        visited: set[str] = set()
+
+        def visit(selection_set: SelectionSetNode) -> None:
+            for node in selection_set.selections:
+                if node.directives:
+                    raise _NotPreparable
+                if isinstance(node, FieldNode):
+                    key = node.alias.value if node.alias else node.name.value
+                    fields.setdefault(key, []).append(node)
+                elif isinstance(node, InlineFragmentNode):
+                    self._condition(node.type_condition, type_)
+                    visit(node.selection_set)
+                elif isinstance(node, FragmentSpreadNode):
+                    name = node.name.value
+                    if name in visited:
+                        continue
+                    visited.add(name)
+                    fragment = self.fragments[name]
+                    if fragment.directives or fragment.variable_definitions:
+                        raise _NotPreparable
+                    self._condition(fragment.type_condition, type_)
+                    visit(fragment.selection_set)
+
+        for selection_set in sets:
+            visit(selection_set)
+        return fields
+
+    @staticmethod
+    def _condition(condition: Any, type_: GraphQLObjectType) -> None:
+        if condition is not None and condition.name.value != type_.name:
+            raise _NotPreparable
+
+    def value(
+        self, type_: GraphQLOutputType, nodes: list[FieldNode], owner: str, name: str
+    ) -> Complete:
+        if isinstance(type_, GraphQLNonNull):
+            return _non_null(self.value(type_.of_type, nodes, owner, name), owner, name)
+        if isinstance(type_, GraphQLList):
+            item = type_.of_type
+            complete = self.value(item, nodes, owner, name)
+            return _list(complete, isinstance(item, GraphQLNonNull), nodes, owner, name)
+        if is_leaf_type(type_):
+            return _leaf(type_)
+        if isinstance(type_, GraphQLObjectType) and type_.is_type_of is None:
+            sets = [n.selection_set for n in nodes if n.selection_set]
+            return _object(type_, self.object_fields(type_, sets))
+        raise _NotPreparable  # interfaces and unions
+
+    def object_fields(
+        self, type_: GraphQLObjectType, sets: Sequence[SelectionSetNode]
+    ) -> list[_Field]:
+        out = []
+        for key, nodes in self.collect(type_, sets).items():
+            name = nodes[0].name.value
+            if name == "__typename":
+                out.append(_Field(key, None, _typename, nodes, True))
+                continue
+            field = type_.fields[name]  # validation saw to it
+            definition = field.extensions.get("strawberry-definition")
+            if (
+                definition is None
+                or not definition.is_basic_field
+                or definition.default_resolver is not getattr
+                or field.args
+            ):
+                raise _NotPreparable  # a resolver of its own below the root
+            complete = self.value(field.type, nodes, type_.name, name)
+            non_null = isinstance(field.type, GraphQLNonNull)
+            out.append(_Field(key, definition.python_name, complete, nodes, non_null))
+        return out
+
+
+# How a root field is resolved: (resolve info, coerced arguments) -> value or awaitable.
+Resolve = Callable[[GraphQLResolveInfo[Any], dict[str, Any]], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Root:
+    key: str
+    field: GraphQLField | None  # None: __typename
+    nodes: list[FieldNode]
+    complete: Complete
+    non_null: bool
+    resolve: Resolve | None
+
+
+def _is_awaitable(value: Any) -> TypeGuard[Awaitable[Any]]:
+    return inspect.isawaitable(value)
+
+
+class _Tracked:
+    """GraphQLResolveInfoHelpers for a prepared execution: work a resolver hands to
+    `track` is awaited before the response is written."""
+
+    def __init__(self) -> None:
+        self.pending: list[Awaitable[Any]] = []
+        self.helpers = GraphQLResolveInfoHelpers(self.gather, self.track)
+
+    async def gather(self, values: Sequence[Awaitable[Any]]) -> list[Any]:
+        return list(await asyncio.gather(*values))
+
+    def track(self, values: Sequence[Any]) -> None:
+        self.pending.extend(v for v in values if inspect.isawaitable(v))
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    data: dict[str, Any] | None
+    errors: list[GraphQLError]
+
+
+class Prepared:
+    """One compiled operation of one document."""
+
+    def __init__(
+        self,
+        schema: GraphQLSchema,
+        document: DocumentNode,
+        operation: OperationDefinitionNode,
+        resolver: Callable[[GraphQLField], Resolve],
+    ) -> None:
+        root_type = schema.get_root_type(operation.operation)
+        if root_type is None or operation.operation is OperationType.SUBSCRIPTION:
+            raise _NotPreparable
+        compiler = _Compiler(schema, document)
+        roots = []
+        for key, nodes in compiler.collect(root_type, [operation.selection_set]).items():
+            name = nodes[0].name.value
+            if name == "__typename":
+                roots.append(_Root(key, None, nodes, _typename, True, None))
+                continue
+            if name.startswith("__"):
+                raise _NotPreparable  # introspection
+            field = root_type.fields[name]
+            complete = compiler.value(field.type, nodes, root_type.name, name)
+            non_null = isinstance(field.type, GraphQLNonNull)
+            roots.append(_Root(key, field, nodes, complete, non_null, resolver(field)))
+        resolved = [r for r in roots if r.field is not None]
+        if operation.operation is OperationType.QUERY and len(resolved) > 1:
+            raise _NotPreparable
+        self.schema = schema
+        self.root_type = root_type
+        self.operation = operation
+        self.fragments = compiler.fragments
+        self.roots = roots
+
+    async def execute(self, context: Any, variables: dict[str, Any] | None) -> Outcome | None:
+        """The operation's data and field errors (not yet logged or masked), or None when
+        the variables do not coerce: nothing has run then, and the generic path reports
+        them."""
+        coerced = get_variable_values(
+            self.schema, self.operation.variable_definitions or (), variables or {}
+        )
+        if isinstance(coerced, list):
+            return None
+        tracked = _Tracked()
+        data: dict[str, Any] = {}
+        errors: list[GraphQLError] = []
+        typename = self.root_type.name
+        try:
+            for root in self.roots:
+                if root.field is None:
+                    data[root.key] = typename
+                    continue
+                path = Path(None, root.key, typename)
+                try:
+                    data[root.key] = await self._resolve(
+                        root, path, context, coerced, tracked, errors
+                    )
+                except Exception as raw:
+                    errors.append(_handled(raw, root.nodes, path, root.non_null))
+                    data[root.key] = None
+        except _Null as null:  # a non-null root field: the whole data is null
+            errors.append(null.error)
+            return Outcome(None, errors)
+        finally:
+            if tracked.pending:
+                await asyncio.gather(*tracked.pending, return_exceptions=True)
+        return Outcome(data, errors)
+
+    async def _resolve(
+        self,
+        root: _Root,
+        path: Path,
+        context: Any,
+        variables: Any,
+        tracked: _Tracked,
+        errors: list[GraphQLError],
+    ) -> Any:
+        field = root.field
+        assert field is not None and root.resolve is not None
+        node = root.nodes[0]
+        info = GraphQLResolveInfo(
+            node.name.value,
+            root.nodes,
+            field.type,
+            self.root_type,
+            path,
+            self.schema,
+            self.fragments,
+            None,
+            self.operation,
+            variables,
+            context,
+            _is_awaitable,
+            None,
+            tracked.helpers,
+        )
+        args = get_argument_values(field, node, variables) if field.args or node.arguments else {}
+        result = root.resolve(info, args)
+        if inspect.isawaitable(result):
+            result = await result
+        if isinstance(result, Exception):
+            raise result
+        return root.complete(result, path, errors)
+
+
+class PreparedOperations:
+    """Prepared operations by (document text, operation name), at most `size` of them; a
+    document that cannot be prepared is remembered as such."""
+
+    def __init__(
+        self,
+        schema: GraphQLSchema,
+        parse: Callable[[str], DocumentNode],
+        validate: Callable[[DocumentNode], list[GraphQLError]],
+        resolver: Callable[[GraphQLField], Resolve],
+        size: int = 1024,
+    ) -> None:
+        self.schema = schema
+        self.resolvers: dict[int, Resolve] = {}
+        self.resolver = resolver
+        self.parse = parse
+        self.validate = validate
+        self.size = size
+        self.cache: dict[tuple[str, str | None], Prepared | None] = {}
+
+    def get(self, query: str, operation_name: str | None) -> Prepared | None:
+        key = (query, operation_name)
+        try:
+            return self.cache[key]
+        except KeyError:
+            pass
+        prepared = self._prepare(query, operation_name)
+        if len(self.cache) >= self.size:
+            del self.cache[next(iter(self.cache))]
+        self.cache[key] = prepared
+        return prepared
+
+    def _resolver(self, field: GraphQLField) -> Resolve:
+        """One resolver per root field, shared by every operation that selects it."""
+        key = id(field)  # the schema's fields live as long as it does
+        if key not in self.resolvers:
+            self.resolvers[key] = self.resolver(field)
+        return self.resolvers[key]
+
+    def _prepare(self, query: str, operation_name: str | None) -> Prepared | None:
+        try:
+            document = self.parse(query)
+        except (GraphQLError, RecursionError):
+            return None
+        if self.validate(document):
+            return None
+        operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+        if operation_name is not None:
+            operations = [o for o in operations if o.name and o.name.value == operation_name]
+        if len(operations) != 1:
+            return None
+        try:
+            return Prepared(self.schema, document, operations[0], self._resolver)
+        except _NotPreparable:
+            return None
