@@ -21,9 +21,9 @@ from strawberry.exceptions import (
 )
 from strawberry.extensions.field_extension import FieldExtension
 from strawberry.permission import PermissionExtension
-from strawberry.types.arguments import convert_arguments
 from strawberry.types.field import StrawberryField
 
+from queuelog.schema.coerce import Arguments
 from queuelog.schema.prepared import Resolve
 
 
@@ -57,9 +57,8 @@ def root_resolver(schema: strawberry.Schema, field: GraphQLField) -> Resolve:
         return _through_strawberry(field)
     extension = definition.extensions[0] if definition.extensions else None
     permissions = extension.permissions if isinstance(extension, PermissionExtension) else []
-    arguments = definition.arguments
-    registry, config = converter.scalar_registry, schema.config
-    info_class = config.info_class
+    arguments = Arguments(definition.arguments, schema)
+    info_class = schema.config.info_class
     info_name = resolver.info_parameter.name if resolver.info_parameter else None
     source_names = [p.name for p in (resolver.parent_parameter, resolver.root_parameter) if p]
     positional = (None,) if resolver.self_parameter else ()
@@ -67,9 +66,7 @@ def root_resolver(schema: strawberry.Schema, field: GraphQLField) -> Resolve:
 
     async def resolve(info: GraphQLResolveInfo[Any], args: dict[str, Any]) -> Any:
         strawberry_info = info_class(_raw_info=info, _field=definition)
-        kwargs = convert_arguments(
-            args, arguments, scalar_registry=registry, config=config, info=strawberry_info
-        )
+        kwargs = arguments.convert(args, strawberry_info)
         for name in source_names:
             kwargs[name] = None
         if info_name is not None:

@@ -51,9 +51,11 @@ from graphql import (
     is_leaf_type,
     located_error,
 )
-from graphql.execution.values import get_argument_values, get_variable_values
+from graphql.execution.values import get_argument_values
 from graphql.pyutils import Path, Undefined, is_iterable
 from graphql.type.definition import GraphQLResolveInfoHelpers
+
+from queuelog.schema.coerce import Variables
 
 # A completer turns a resolved value into its response value: (value, path, errors).
 Complete = Callable[[Any, Path, list[GraphQLError]], Any]
@@ -327,6 +329,7 @@ class Prepared:
         if operation.operation is OperationType.QUERY and len(resolved) > 1:
             raise _NotPreparable
         self.schema = schema
+        self.variables = Variables(schema, operation.variable_definitions or ())
         self.root_type = root_type
         self.operation = operation
         self.fragments = compiler.fragments
@@ -336,9 +339,7 @@ class Prepared:
         """The operation's data and field errors (not yet logged or masked), or None when
         the variables do not coerce: nothing has run then, and the generic path reports
         them."""
-        coerced = get_variable_values(
-            self.schema, self.operation.variable_definitions or (), variables or {}
-        )
+        coerced = self.variables.coerce(variables or {})
         if isinstance(coerced, list):
             return None
         tracked = _Tracked()
