@@ -164,14 +164,21 @@ class EventFeed:
     # -- the reader ---------------------------------------------------------------------
 
     def _on_commit(self) -> None:
-        # Called in the writer thread after a commit that appended events.
+        # Called in the writer thread after a commit that appended events. While nobody
+        # follows and the reader has noticed as much, waking it would only have it notice
+        # again: a follower that comes first moves the window to the newest event, and
+        # this commit is older than that read (`_skip_ahead` clears `_behind` first).
+        if not self.followers and self._behind:
+            return
         if self._loop is not None and not self._loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._wake.set)
 
     def poke(self) -> None:
-        """Ask the reader to look for new events now (e.g. on a NOTIFY)."""
-        self._wake.set()
+        """Ask the reader to look for new events now (e.g. on a NOTIFY; not while nobody
+        follows, for the reason `_on_commit` gives)."""
+        if self.followers or not self._behind:
+            self._wake.set()
 
     def _wake_followers(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()

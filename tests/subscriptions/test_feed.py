@@ -64,10 +64,20 @@ async def test_the_reader_reads_nothing_while_nobody_follows(
         return await real(fn, *a, **k)
 
     monkeypatch.setattr(services.db, "read", counted)
+    wakes = 0
+    wake = feed._wake.set
+
+    def counted_wake() -> None:
+        nonlocal wakes
+        wakes += 1
+        wake()
+
+    monkeypatch.setattr(feed._wake, "set", counted_wake)
     for _ in range(5):
         await svc.enqueue(PRODUCER, EnqueueRequest("email"))
     await asyncio.sleep(0.3)  # six poll intervals, five commits
     assert reads == []
+    assert wakes <= 1  # the first commit may find the reader not yet aware it is alone
     # A follower from now on gets what comes next, none of what came before.
     live = feed.follow(None, ADMIN)
     first = asyncio.ensure_future(anext(live))
