@@ -1495,13 +1495,6 @@ async def test_a_leaf_serialising_to_none_answers_alike(
     await differential(leaf_none_script, backend, tmp_path, monkeypatch, logs=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="prepared._leaf formats its TypeError with repr() where graphql-core's "
-    "complete_leaf_value uses graphql.pyutils.inspect: the same masked answer, but the "
-    "logged error reads `DateTime.coerce_output_value(<NoIsoformat>)` instead of "
-    "`DateTime.coerce_output_value(<_NoIsoformat instance>)`",
-)
 @pytest.mark.parametrize("backend", ["sqlite"])
 async def test_a_leaf_serialising_to_none_is_logged_alike(
     backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -1523,13 +1516,6 @@ async def undefined_script(run: Run) -> None:
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="graphql-core completes graphql's Undefined as null (complete_value: `result is "
-    "None or result is Undefined`); prepared._leaf/_list/_object test only `is None`: a "
-    'nullable String answers "Undefined" instead of null, a non-null one "Undefined" '
-    "instead of the null-propagation error, a list 'Expected Iterable' instead of null",
-)
 @pytest.mark.parametrize("backend", ["sqlite"])
 async def test_undefined_values_complete_as_null(
     backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -1593,13 +1579,6 @@ def _awaitable_permission(made: list[Coroutine[Any, Any, bool]]) -> Callable[...
     return has_permission
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="invoke.root_resolver raises PermissionReturnedAwaitableInSyncContextError for a "
-    "sync resolver without closing the awaitable its permission returned (strawberry's "
-    "PermissionExtension.resolve closes it): the prepared path leaves the coroutine "
-    "unclosed, to warn `coroutine ... was never awaited` when collected",
-)
 @pytest.mark.parametrize("backend", ["sqlite"])
 async def test_an_awaitable_permission_of_a_sync_resolver_is_closed(
     backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

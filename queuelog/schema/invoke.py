@@ -79,6 +79,8 @@ def root_resolver(schema: strawberry.Schema, field: GraphQLField) -> Resolve:
             allowed = permission.has_permission(None, strawberry_info, **kwargs)
             if inspect.isawaitable(allowed):
                 if not is_async:
+                    if inspect.iscoroutine(allowed):
+                        allowed.close()
                     raise PermissionReturnedAwaitableInSyncContextError(permission)
                 allowed = await allowed
             if not isinstance(allowed, bool):

@@ -21,6 +21,12 @@ Not prepared, so executed the generic way: subscriptions, introspection, directi
 (@skip, @include), fields below the root that have a resolver or arguments (`Job.events`),
 abstract types, and queries with more than one resolved root field (graphql-core runs
 those concurrently, and the order of their errors is its own).
+
+One difference is known and left: below the root, completion is synchronous, so a plain
+field holding an awaitable would be coerced as it is where graphql-core awaits it. None of
+queuelog's types holds one (they are dataclasses of values); a type that did would need a
+resolver, which sends its operations the generic way. `tests/test_prepared.py` keeps this
+as a strict xfail.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from graphql import (
 )
 from graphql.execution.values import get_argument_values
 from graphql.pyutils import Path, Undefined, is_iterable
+from graphql.pyutils import inspect as inspect_value
 from graphql.type.definition import GraphQLResolveInfoHelpers
 
 from queuelog.schema.coerce import Variables
@@ -89,13 +96,14 @@ def _leaf(type_: Any) -> Complete:
     coerce = type_.coerce_output_value
 
     def leaf(value: Any, path: Path, errors: list[GraphQLError]) -> Any:
-        if value is None:
+        if value is None or value is Undefined:
             return None
         coerced = coerce(value)
         if coerced is Undefined or coerced is None:
             raise TypeError(
-                f"Expected `{type_}.coerce_output_value({value!r})` to return "
-                f"non-nullable value, returned: {coerced!r}"
+                f"Expected `{inspect_value(type_)}.coerce_output_value("
+                f"{inspect_value(value)})` to return non-nullable value, returned:"
+                f" {inspect_value(coerced)}"
             )
         return coerced
 
@@ -116,7 +124,7 @@ def _list(
     item: Complete, item_non_null: bool, nodes: list[FieldNode], owner: str, name: str
 ) -> Complete:
     def complete_list(value: Any, path: Path, errors: list[GraphQLError]) -> Any:
-        if value is None:
+        if value is None or value is Undefined:
             return None
         if not is_iterable(value):
             raise GraphQLError(
@@ -154,7 +162,7 @@ def _object(type_: GraphQLObjectType, fields: Sequence[_Field]) -> Complete:
     typename = type_.name
 
     def complete_object(value: Any, path: Path, errors: list[GraphQLError]) -> Any:
-        if value is None:
+        if value is None or value is Undefined:
             return None
         out: dict[str, Any] = {}
         for f in fields:
