@@ -87,9 +87,8 @@ class Job:
     def of(cls, job: models.Job, viewer: models.Actor) -> Job:
         """The job as `viewer` may see it: the idempotency key for its producer and admins,
         the error text for admins only."""
-        owner = viewer.is_admin or (
-            viewer.role is models.Role.PRODUCER and viewer.name == job.producer
-        )
+        admin = viewer.role is models.Role.ADMIN
+        owner = admin or (viewer.role is models.Role.PRODUCER and viewer.name == job.producer)
         return cls(
             id=strawberry.ID(str(job.id)),
             type=job.type,
@@ -104,7 +103,7 @@ class Job:
             claimed_at=job.claimed_at,
             worker_id=job.worker_id,
             lease_expires_at=job.lease_expires_at,
-            error=job.error if viewer.is_admin else None,
+            error=job.error if admin else None,
             result=job.result,
             created_at=job.created_at,
             updated_at=job.updated_at,
@@ -213,17 +212,16 @@ class EnqueueJobInput:
     delay_seconds: int | None = strawberry.UNSET
 
     def request(self) -> models.EnqueueRequest:
-        def given(v: Any) -> Any:
-            return None if v is strawberry.UNSET else v
-
+        unset = strawberry.UNSET
+        key, run_at, delay = self.idempotency_key, self.run_at, self.delay_seconds
         return models.EnqueueRequest(
-            type=self.type,
-            payload=self.payload,
-            priority=models.Priority.LOW if self.priority is None else self.priority,
-            max_retries=3 if self.max_retries is None else self.max_retries,
-            idempotency_key=given(self.idempotency_key),
-            run_at=given(self.run_at),
-            delay_seconds=given(self.delay_seconds),
+            self.type,
+            self.payload,
+            models.Priority.LOW if self.priority is None else self.priority,
+            3 if self.max_retries is None else self.max_retries,
+            None if key is unset else key,
+            None if run_at is unset else run_at,
+            None if delay is unset else delay,
         )
 
 

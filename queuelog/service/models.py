@@ -133,7 +133,7 @@ class JobEvent:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, as Job: a batch builds hundreds per request
 class EnqueueRequest:
     type: str
     payload: Any = None

@@ -11,7 +11,7 @@ import orjson
 
 from queuelog.config import JobTypeConfig
 from queuelog.service import errors
-from queuelog.service.models import Actor, EnqueueRequest
+from queuelog.service.models import Actor, EnqueueRequest, Role
 
 MAX_RETRIES_LIMIT = 25
 KEY_MAX_LEN = 255
@@ -109,12 +109,14 @@ def enqueue(
     prefix: Sequence[str],
 ) -> dict[str, Any]:
     """The `jobs` row for an enqueue request, or the DomainError that refuses it."""
-    job_type(actor, req.type, configured, [*prefix, "type"])
+    if req.type not in configured or not actor.may_use_type(req.type):
+        job_type(actor, req.type, configured, [*prefix, "type"])  # raises the precise error
     payload = {} if req.payload is None else req.payload
     if not isinstance(payload, dict):
         raise errors.ValidationFailed("payload must be a JSON object", [*prefix, "payload"])
     text = serialize(payload, payload_limit, [*prefix, "payload"], "payload")
-    if not actor.is_admin and req.priority > actor.max_priority:
+    admin = actor.role is Role.ADMIN
+    if not admin and req.priority > actor.max_priority:
         raise errors.PriorityNotAllowed(
             f"priority {req.priority.name} is above this key's maximum {actor.max_priority.name}",
             [*prefix, "priority"],
