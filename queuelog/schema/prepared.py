@@ -14,7 +14,7 @@ as before: variables coerce through graphql-core (variables that do not coerce s
 request the generic way, which reports them), arguments through graphql-core, and each
 root field through its strawberry resolver (argument conversion, permission classes).
 Errors are located, propagate null to the nearest nullable parent and are logged and
-masked as graphql-core and `OperationGuard` would; `tests/test_prepared.py` holds the two
+masked as graphql-core and `OperationGuard` would; `tests/prepared/` holds the two
 paths to the same answers.
 
 Not prepared, so executed the generic way: subscriptions, introspection, directives
@@ -25,8 +25,8 @@ those concurrently, and the order of their errors is its own).
 One difference is known and left: below the root, completion is synchronous, so a plain
 field holding an awaitable would be coerced as it is where graphql-core awaits it. None of
 queuelog's types holds one (they are dataclasses of values); a type that did would need a
-resolver, which sends its operations the generic way. `tests/test_prepared.py` keeps this
-as a strict xfail.
+resolver, which sends its operations the generic way. `tests/prepared/test_differences.py`
+keeps this as a strict xfail.
 """
 
 from __future__ import annotations
