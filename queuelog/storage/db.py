@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -53,8 +53,9 @@ def normalize_url(url: str) -> URL:
     raise ValueError(f"unsupported database URL scheme {parsed.drivername!r}")
 
 
-@dataclass(slots=True)
-class EventRow:
+class EventRow(NamedTuple):
+    """A `job_events` row to append, in the table's column order."""
+
     job_id: int
     job_type: str
     producer: str
@@ -77,13 +78,13 @@ class Tx:
         """Record a status change of the job `row` (a jobs row after the change)."""
         self.events.append(
             EventRow(
-                job_id=row.id,
-                job_type=row.type,
-                producer=row.producer,
-                worker_id=row.worker_id,
-                previous_status=previous_status,
-                status=row.status,
-                occurred_at=row.updated_at,
+                row.id,
+                row.type,
+                row.producer,
+                row.worker_id,
+                previous_status,
+                row.status,
+                row.updated_at,
             )
         )
 
@@ -228,26 +229,11 @@ class Database:
         return await asyncio.get_running_loop().run_in_executor(self._read_pool, call)
 
     def _append_events(self, tx: Tx) -> None:
-        cur = driver.cursor(tx)
         if self.dialect == "postgresql":
-            cur.execute(_LOCK_EVENTS)
-        driver.insert_events(
-            tx,
-            [
-                (
-                    e.job_id,
-                    e.job_type,
-                    e.producer,
-                    e.worker_id,
-                    e.previous_status,
-                    e.status,
-                    e.occurred_at,
-                )
-                for e in tx.events
-            ],
-        )
-        if self.dialect == "postgresql":
-            cur.execute(_NOTIFY)
+            # One round trip for the lock and the NOTIFY (sent at commit whenever it is
+            # queued): the lock is held until commit, so every statement after it counts.
+            driver.cursor(tx).execute(_LOCK_EVENTS)
+        driver.insert_events(tx, tx.events)
 
     def close(self) -> None:
         self._write_pool.shutdown(wait=True)
@@ -271,5 +257,4 @@ def _settle(settled: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
             future.set_exception(value)
 
 
-_LOCK_EVENTS = f"SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY})"
-_NOTIFY = f"NOTIFY {NOTIFY_CHANNEL}"
+_LOCK_EVENTS = f"SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY}), pg_notify('{NOTIFY_CHANNEL}', '')"
