@@ -41,6 +41,9 @@ NOTES = [
     "in one transaction (group commit): concurrent HTTP writers share one fsync, while the "
     "one-at-a-time service figures pay a thread hop per transaction. The in-process "
     "benchmarks (service, backlog, peers) run on uvloop, the event loop the server runs on.",
+    "Every operation the HTTP benchmarks send, `{ __typename }` included, runs as a prepared "
+    "operation (compiled once per document; README, Design): the ratios compare prepared "
+    "against prepared.",
     "Backlog: bulk-loaded with raw SQL (executemany / COPY), ANALYZEd, topped up before each "
     "run; each timed claim goes through `JobService.claim` (thread hop included) and is then "
     "completed, untimed.",
