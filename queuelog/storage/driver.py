@@ -11,6 +11,7 @@ aware UTC datetimes in and out; SQLite keeps naive UTC text in SQLAlchemy's own 
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -158,6 +159,38 @@ def get(tx: Tx, job_id: int) -> JobRow | None:
     return found[0] if found else None
 
 
+@functools.lru_cache(maxsize=64)
+def _claim_sql(dialect: str, several: bool, lease_cases: int) -> str:
+    """The claim statement: for one type or `several`, with one lease for all
+    (`lease_cases` 0) or a CASE of that many types."""
+    pg = dialect == "postgresql"
+    lease = f"CASE type {'WHEN ? THEN ? ' * lease_cases}END" if lease_cases else "?"
+    sets = f"status = '{RUNNING}', worker_id = ?, claimed_at = ?, updated_at = ?"
+    sets += f", lease_expires_at = {lease}"
+    by_claim_index = "FROM jobs" if pg else "FROM jobs INDEXED BY ix_jobs_claim"
+    lock = " FOR UPDATE SKIP LOCKED" if pg else ""
+    due = f"status = '{PENDING}' AND type = {'asked.name' if several else '?'} AND run_at <= ?"
+    in_order = "ORDER BY priority DESC, run_at, id LIMIT ?"
+    merged = "ORDER BY pick.priority DESC, pick.run_at, pick.id LIMIT ?"
+    if not several:
+        pick = f"SELECT id {by_claim_index} WHERE {due} {in_order}{lock}"
+    elif pg:
+        pick = (
+            "SELECT pick.id FROM unnest(?::text[]) AS asked(name) CROSS JOIN LATERAL"
+            f" (SELECT id, priority, run_at FROM jobs WHERE {due} {in_order}{lock}) AS pick"
+            f" {merged}"
+        )
+    else:
+        pick = (
+            "SELECT pick.id FROM (SELECT value AS name FROM json_each(?)) AS asked"
+            " CROSS JOIN jobs AS pick WHERE pick.id IN"
+            f" (SELECT id {by_claim_index} WHERE {due} {in_order}) {merged}"
+        )
+    if not pg:  # one writer: nothing changes a row between the pick and the update
+        return f"UPDATE jobs SET {sets} WHERE id IN ({pick}) {_RETURNING}"
+    return f"UPDATE jobs SET {sets} WHERE id = ANY (ARRAY({pick})) {_RETURNING}"
+
+
 def claim(
     tx: Tx,
     *,
@@ -169,40 +202,40 @@ def claim(
 ) -> list[JobRow]:
     """Claim up to `limit` pending jobs of `types` that are due, most urgent first.
 
-    The pick must read the partial index ix_jobs_claim, so it names the literal status (a
-    bound one would not match the index's WHERE). SQLite's planner, without statistics,
-    prefers ix_jobs_status_type and sorts every pending job of the types asked: INDEXED BY
-    holds it to the claim index. PostgreSQL skips rows another claim has locked.
+    ix_jobs_claim is (type, priority DESC, run_at, id) over pending jobs. The pick reads one
+    range of it per type, each type's first `limit` due jobs in claim order, and keeps the
+    first `limit` of those: it never walks the pending jobs of a type it was not asked for.
+    Several types go in as one parameter (a JSON array on SQLite, an array on PostgreSQL),
+    so the text is the same whatever their number; one type is its range alone.
+
+    It names the literal status (a bound one would not match the partial index's WHERE).
+    SQLite has no LATERAL: a correlated `IN`, run once per type, reads the ranges, and
+    INDEXED BY holds its planner, which has no statistics, to the claim index. PostgreSQL
+    reads them with a LATERAL join and locks each type's rows as it picks them, skipping
+    rows another claim has locked: a claim of several types may hold, until it commits, up
+    to `limit` jobs of each that it does not take. Locking a row re-evaluates the pick's
+    WHERE (`status = 'pending'` included) on its newest version, and the lock keeps it so
+    until the claim commits: so the update re-checks no status, and finds the picked rows
+    by `id = ANY(ARRAY(pick))` on the primary key. psycopg prepares statements, and their
+    generic plans do not know `limit` or how many ids the pick returns: a join to the
+    picked rows (the form before) was a hash join over every row of jobs, and a status
+    re-check let the plan read them by a scan of every pending job.
     """
+    types = list(dict.fromkeys(types))  # a type asked for twice is read once
     leases = set(lease_until.values())
     lease_params: list[Any]
     if len(leases) == 1:
-        lease, lease_params = "?", [leases.pop()]
+        lease_cases, lease_params = 0, [leases.pop()]
     else:
-        lease = f"CASE type {'WHEN ? THEN ? ' * len(lease_until)}END"
+        lease_cases = len(lease_until)
         lease_params = [x for pair in lease_until.items() for x in pair]
-    sets = f"status = '{RUNNING}', worker_id = ?, claimed_at = ?, updated_at = ?"
-    sets += f", lease_expires_at = {lease}"
-    set_params = [worker, now, now, *lease_params]
-    pick = (
-        f" WHERE status = '{PENDING}' AND run_at <= ? AND type IN ({_marks(len(types))})"
-        " ORDER BY priority DESC, run_at, id LIMIT ?"
-    )
-    pick_params = [now, *types, limit]
-    if tx.dialect == "postgresql":
-        returning = ", ".join(f"jobs.{c}" for c in JobRow._fields)
-        text = (
-            f"WITH chosen AS (SELECT id FROM jobs{pick} FOR UPDATE SKIP LOCKED)"
-            f" UPDATE jobs SET {sets} FROM chosen"
-            f" WHERE jobs.id = chosen.id AND jobs.status = '{PENDING}' RETURNING {returning}"
-        )
-        rows = execute(tx, text, [*pick_params, *set_params])
+    params: list[Any] = [worker, now, now, *lease_params]
+    if len(types) == 1:
+        params += [types[0], now, limit]
     else:
-        text = (
-            f"UPDATE jobs SET {sets}"
-            f" WHERE id IN (SELECT id FROM jobs INDEXED BY ix_jobs_claim{pick}) {_RETURNING}"
-        )
-        rows = execute(tx, text, [*set_params, *pick_params])
+        asked = types if tx.dialect == "postgresql" else json.dumps(types)
+        params += [asked, now, limit, limit]
+    rows = execute(tx, _claim_sql(tx.dialect, len(types) > 1, lease_cases), params)
     rows.sort(key=lambda r: (-r.priority, r.run_at, r.id))
     return rows
 
@@ -243,10 +276,13 @@ def status_for_update(tx: Tx, job_id: int, statuses: Sequence[str]) -> str | Non
 
 def expired_leases(tx: Tx, now: datetime, limit: int) -> list[JobRow]:
     """Running jobs whose lease ended before `now`, by the partial index ix_jobs_lease
-    (locked on PostgreSQL, so that one replica rescues each job once)."""
+    (locked on PostgreSQL, so that one replica rescues each job once). SQLite's planner,
+    without statistics, would read every running job through ix_jobs_finished (status,
+    finished_at) and sort them: INDEXED BY holds it to the lease index."""
+    held = " INDEXED BY ix_jobs_lease" if tx.dialect == "sqlite" else ""
     text = (
-        f"SELECT {_COLUMNS} FROM jobs WHERE status = '{RUNNING}' AND lease_expires_at < ?"
-        " ORDER BY lease_expires_at LIMIT ?"
+        f"SELECT {_COLUMNS} FROM jobs{held}"
+        f" WHERE status = '{RUNNING}' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?"
     )
     if tx.dialect == "postgresql":
         text += " FOR UPDATE SKIP LOCKED"

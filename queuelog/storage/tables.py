@@ -66,8 +66,10 @@ jobs = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.Column("finished_at", UTCDateTime),
     sa.UniqueConstraint("producer", "idempotency_key", name="uq_jobs_producer_idempotency_key"),
+    # A claim reads one range of it per type it asks for (storage.driver.claim).
     sa.Index(
         "ix_jobs_claim",
+        "type",
         sa.text("priority DESC"),
         "run_at",
         "id",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,10 @@ from queuelog.services import Services
 from queuelog.storage import driver
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
-from queuelog.storage.db import Database, Tx
+from queuelog.storage.db import Database, Tx, normalize_url
 from queuelog.storage.migrate import SCRIPTS, migrate
-from queuelog.storage.tables import job_events, jobs
+from queuelog.storage.tables import job_events, jobs, metadata
+from tests.support import database_url
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 J = jobs.c
@@ -189,49 +191,226 @@ def test_claim_records_pending_to_running(db: Database) -> None:
     assert (event.job_id, event.worker_id, event.occurred_at) == (job_id, "w1", T0)
 
 
-def test_claim_reads_the_partial_claim_index(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The claim statement, as the server runs it, is planned on ix_jobs_claim and needs no
-    sort of the pending jobs (a full sort per claim is 300x slower at 100k pending)."""
-    insert(db, *(job(type=("email", "pdf")[i % 2], priority=(i % 4) * 10) for i in range(300)))
-    seen: list[tuple[str, list[Any]]] = []
-    sent = driver.execute
+def test_claim_takes_the_first_due_jobs_across_the_types_asked(db: Database) -> None:
+    """Each type's jobs are read apart and then merged: across the types asked the order is
+    still priority, then run_at, then id; the limit counts across them; jobs not yet due
+    wait; the jobs of a type not asked, all ahead in that order, stay pending."""
+    backlog = insert(db, *(job(type="pdf", priority=30, run_at=at(-100 - i)) for i in range(500)))
+    mine = insert(
+        db,
+        job(type="email", priority=10, run_at=at(-5)),  # 0
+        job(type="sync", priority=10, run_at=at(-5)),  # 1: as 0, a higher id
+        job(type="sync", priority=20, run_at=at(-1)),  # 2
+        job(type="email", priority=30, run_at=at(5)),  # 3: first once due
+        job(type="email", priority=0, run_at=at(-50)),  # 4
+        job(type="sync", priority=10, run_at=at(-6)),  # 5: older than 0 and 1
+        job(type="email", priority=20, run_at=at(-1)),  # 6: as 2, a higher id
+    )
+    got = claim(db, types=("email", "sync"), limit=4)  # two of each type
+    assert [r.id for r in got] == [mine[i] for i in (2, 6, 5, 0)]
+    assert all(r.status == "running" for r in got)
+    # A type asked for twice is read once: both remaining due jobs, not one of them twice.
+    got = claim(db, types=("sync", "sync", "email"), limit=2)
+    assert [r.id for r in got] == [mine[1], mine[4]]
+    assert claim(db, types=("email", "sync")) == []
+    assert [r.id for r in claim(db, types=("sync", "email"), now=at(5))] == [mine[3]]
+    left = db.read_sync(lambda tx: jobs_sql.counts(tx, producer=None, worker=None, job_type="pdf"))
+    assert left["pending"] == len(backlog)
+    assert [r.id for r in claim(db, types=("pdf",), limit=2)] == backlog[:-3:-1]  # oldest
 
-    def capture(tx: Any, text: str, params: Any) -> Any:
-        params = list(params)
-        if "UPDATE jobs" in text:
-            seen.append((text, [driver.bind(db.dialect, p) for p in params]))
-        return sent(tx, text, params)
 
-    monkeypatch.setattr(driver, "execute", capture)
-    assert len(claim(db, types=("email", "pdf"), limit=1)) == 1
-    statement, params = seen[-1]
-    with db.reader.connect() as conn:
-        if db.dialect == "sqlite":
-            explain = "EXPLAIN QUERY PLAN " + statement
-            plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(explain, tuple(params)))
-            assert "USING INDEX ix_jobs_claim" in plan and "TEMP B-TREE" not in plan, plan
-        else:
-            plan = _pg_generic_plan(conn, statement, params)
-            assert "ix_jobs_claim" in plan and "Sort" not in plan, plan
+def test_claim_may_ask_for_many_types_at_once(db: Database) -> None:
+    """More types than SQLite takes terms in one compound SELECT (500)."""
+    ids = insert(db, job(type="t599", priority=10), job(type="t7"), job(type="email", priority=20))
+    many = tuple(f"t{i}" for i in range(600))
+    assert [r.id for r in claim(db, types=many, limit=5)] == [ids[0], ids[1]]
+    assert [r.id for r in claim(db, types=(*many, "email"))] == [ids[2]]
 
 
-def _pg_generic_plan(conn: sa.Connection, statement: str, params: list[Any]) -> str:
-    """EXPLAIN the generic plan of `statement`: the plan a prepared statement (psycopg
-    prepares a query it runs often) may settle on, made without knowing the parameters."""
-    raw = conn.connection.driver_connection
-    assert isinstance(raw, psycopg.Connection)
-    numbered = iter(range(1, len(params) + 1))
-    prepared = re.sub(r"\?", lambda m: f"${next(numbered)}", statement)
-    args = ", ".join(psycopg.ClientCursor(raw).mogrify("%s", [p]) for p in params)
-    raw.execute("ANALYZE jobs")
-    raw.execute("SET plan_cache_mode = force_generic_plan")
-    raw.execute(f"PREPARE claim_plan AS {prepared}".encode())
+def test_workers_claiming_several_types_at_once_never_share_a_job(db: Database) -> None:
+    """Six workers on two Databases (as on two servers) claim three types at once, several
+    jobs a claim: the database settles every race, and each job is claimed once."""
+    kinds = ("email", "pdf", "sync")
+    ids = set(insert(db, *(job(type=kinds[i % 3], priority=i % 4 * 10) for i in range(600))))
+    other = Database(db.url.render_as_string(hide_password=False))
+
+    def drain(n: int) -> list[int]:
+        held: list[int] = []
+        while got := claim((db, other)[n % 2], types=kinds, limit=3, worker=f"w{n}"):
+            held += [r.id for r in got]
+        return held
+
     try:
-        rows = raw.execute(f"EXPLAIN EXECUTE claim_plan({args})".encode()).fetchall()
+        with ThreadPoolExecutor(6) as pool:
+            held = list(pool.map(drain, range(6)))
     finally:
-        raw.execute("DEALLOCATE claim_plan")
-        raw.execute("RESET plan_cache_mode")
-    return " ".join(str(r[0]) for r in rows)
+        other.close()
+    claimed = [job_id for mine in held for job_id in mine]
+    assert sorted(claimed) == sorted(ids)  # each job exactly once
+    assert sum(1 for mine in held if mine) > 1
+
+    def claims(tx: Tx) -> list[int]:
+        E = job_events.c
+        stmt = sa.select(sa.func.count()).where(E.status == "running").group_by(E.job_id)
+        return list(tx.conn.execute(stmt).scalars())
+
+    assert sorted(set(db.read_sync(claims))) == [1]
+
+
+ONE_OR_SEVERAL = pytest.mark.parametrize(
+    "types", [("email",), ("email", "sync")], ids=["one type", "several types"]
+)
+
+
+@ONE_OR_SEVERAL
+def test_a_claim_does_not_read_the_backlog_of_other_types(
+    db: Database, monkeypatch: pytest.MonkeyPatch, types: tuple[str, ...]
+) -> None:
+    """A worker for one type pays nothing for another type's backlog. Work, not time, is
+    measured: SQLite's virtual-machine steps, PostgreSQL's rows read (the old plan walked
+    every pending job of other types that sorted ahead of the first one of its own)."""
+    backlog = 2_000
+    insert(db, *(job(type="pdf", priority=30, run_at=at(-i - 1)) for i in range(backlog)))
+    first, second = insert(db, job(type="email"), job(type="email"))
+    if db.dialect == "sqlite":
+
+        def counted(tx: Tx) -> tuple[list[Any], int]:
+            raw = tx.conn.connection.driver_connection
+            assert raw is not None
+            steps = 0
+
+            def step() -> int:
+                nonlocal steps
+                steps += 1
+                return 0
+
+            raw.set_progress_handler(step, 1)  # type: ignore[attr-defined]
+            try:
+                until = dict.fromkeys(types, at(60))
+                rows = jobs_sql.claim(
+                    tx, worker="w1", now=T0, types=types, limit=1, lease_until=until
+                )
+            finally:
+                raw.set_progress_handler(None, 1)  # type: ignore[attr-defined]
+            return rows, steps
+
+        rows, steps = db.write_sync(counted)
+        assert [r.id for r in rows] == [first]
+        assert steps < backlog / 4, steps
+        return
+    sent = Captured(db, monkeypatch)
+    assert [r.id for r in claim(db, types=types, limit=1)] == [first]
+    statement, params = sent.last("UPDATE jobs")
+    plan = _pg_generic_plan(db, statement, params, analyze=True)  # claims `second`
+    read = sum(
+        n["Actual Rows"] * n["Actual Loops"] + n.get("Rows Removed by Filter", 0)
+        for n, _ in _pg_nodes(plan)
+        if n.get("Relation Name") == "jobs" and n["Node Type"] != "ModifyTable"
+    )
+    assert 1 <= read < 10, plan
+    row = db.read_sync(jobs_sql.get, second)
+    assert row is not None and row.status == "pending"  # EXPLAIN ANALYZE was rolled back
+
+
+class Captured:
+    """The statements `storage.driver` sends, with their parameters bound as it binds them."""
+
+    def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[tuple[str, list[Any]]] = []
+        execute = driver.execute
+
+        def capture(tx: Any, text: str, params: Any) -> Any:
+            params = list(params)
+            self.sent.append((text, [driver.bind(db.dialect, p) for p in params]))
+            return execute(tx, text, params)
+
+        monkeypatch.setattr(driver, "execute", capture)
+
+    def last(self, contains: str) -> tuple[str, list[Any]]:
+        return next(s for s in reversed(self.sent) if contains in s[0])
+
+
+def _sqlite_plan(db: Database, statement: str, params: list[Any]) -> list[tuple[int, str]]:
+    """EXPLAIN QUERY PLAN: (parent, detail) for each step."""
+    with db.reader.connect() as conn:
+        rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, tuple(params)).all()
+    return [(int(r[1]), str(r[3])) for r in rows]
+
+
+def _pg_nodes(
+    node: dict[str, Any], above: tuple[dict[str, Any], ...] = ()
+) -> Iterator[tuple[dict[str, Any], tuple[dict[str, Any], ...]]]:
+    """Every node of a JSON plan, with the nodes above it (outermost first)."""
+    yield node, above
+    for child in node.get("Plans", ()):
+        yield from _pg_nodes(child, (*above, node))
+
+
+def _until_limit(above: tuple[dict[str, Any], ...]) -> list[str]:
+    """The node types between a node and the nearest Limit above it (which must exist)."""
+    types = [n["Node Type"] for n in reversed(above)]
+    assert "Limit" in types, types
+    return types[: types.index("Limit")]
+
+
+@ONE_OR_SEVERAL
+def test_claim_reads_one_range_of_the_claim_index_per_type(
+    db: Database, monkeypatch: pytest.MonkeyPatch, types: tuple[str, ...]
+) -> None:
+    """The claim statement, as the server runs it, reads ix_jobs_claim by type: one range
+    per type, each already in claim order (no sort of a type's pending jobs: a full sort
+    per claim is 300x slower at 100k pending), and no scan of the other types' jobs."""
+    insert(db, *(job(type=("email", "pdf")[i % 2], priority=(i % 4) * 10) for i in range(300)))
+    sent = Captured(db, monkeypatch)
+    assert len(claim(db, types=types, limit=1)) == 1
+    statement, params = sent.last("UPDATE jobs")
+    if db.dialect == "sqlite":
+        plan = _sqlite_plan(db, statement, params)
+        ranges = [
+            p for p, d in plan if d.startswith("SEARCH jobs USING INDEX ix_jobs_claim (type=?")
+        ]
+        assert ranges, plan
+        for parent in ranges:  # the subquery that reads a type's range sorts nothing
+            assert not any(p == parent and "TEMP B-TREE" in d for p, d in plan), plan
+        scans = [d for _, d in plan if d.startswith("SCAN")]  # of no table: jobs are SEARCHed
+        assert all("VIRTUAL TABLE" in d or d.startswith("SCAN (subquery") for d in scans), plan
+    else:
+        plan = _pg_generic_plan(db, statement, params)
+        (pick,) = [n for n, _ in _pg_nodes(plan) if n.get("Parent Relationship") == "InitPlan"]
+        nodes = list(_pg_nodes(pick))
+        ranges = [(n, up) for n, up in nodes if n.get("Index Name") == "ix_jobs_claim"]
+        assert ranges, plan
+        for node, above in ranges:
+            # type = the one asked (a parameter, or the LATERAL join's type): not = ANY(...)
+            assert re.search(r"\(type\)::text = (\$\d|asked\.)", node.get("Index Cond", "")), node
+            assert "Sort" not in _until_limit(above), plan
+        scans = [n["Node Type"] for n, _ in nodes if n.get("Relation Name") == "jobs"]
+        assert scans == ["Index Scan"], scans  # the pick reads nothing else of jobs
+
+
+def _pg_generic_plan(
+    db: Database, statement: str, params: list[Any], *, analyze: bool = False
+) -> dict[str, Any]:
+    """EXPLAIN (as JSON) the generic plan of `statement`: the plan a prepared statement
+    (psycopg prepares a query it runs often) may settle on, made without knowing the
+    parameters. With `analyze`, runs it too, in a transaction rolled back."""
+    with db.reader.connect() as conn:
+        raw = conn.connection.driver_connection
+        assert isinstance(raw, psycopg.Connection)
+        numbered = iter(range(1, len(params) + 1))
+        prepared = re.sub(r"\?", lambda m: f"${next(numbered)}", statement)
+        args = ", ".join(psycopg.ClientCursor(raw).mogrify("%s", [p]) for p in params)
+        options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+        try:
+            raw.execute("ANALYZE jobs")
+            raw.execute("SET plan_cache_mode = force_generic_plan")
+            raw.execute(f"PREPARE claim_plan AS {prepared}".encode())
+            found = raw.execute(f"EXPLAIN ({options}) EXECUTE claim_plan({args})".encode())
+            (explained,) = found.fetchone() or ()
+        finally:
+            raw.rollback()  # and with it the statement's writes, PREPARE and SET
+    plan: dict[str, Any] = explained[0]["Plan"]
+    return plan
 
 
 # -- transitions ----------------------------------------------------------------------------
@@ -325,6 +504,28 @@ def test_expired_leases_lists_only_running_jobs_past_their_lease(db: Database) -
     assert [r.id for r in expired] == [b, a]  # soonest expired first
     assert [r.id for r in db.read_sync(jobs_sql.expired_leases, at(31), 1)] == [b]
     assert {r.id for r in db.read_sync(jobs_sql.expired_leases, at(101), 10)} == {a, b, c}
+
+
+def test_the_rescue_scan_reads_the_partial_lease_index(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan every claim runs first reads ix_jobs_lease from the oldest lease on: not
+    every running job (SQLite's planner, left alone, reads them all by ix_jobs_finished and
+    sorts them)."""
+    insert(db, *(job(type=("email", "pdf")[i % 2]) for i in range(300)))
+    claim(db, types=("email", "pdf"), limit=100)
+    insert(db, *(job(status="completed", finished_at=at(-i)) for i in range(100)))
+    sent = Captured(db, monkeypatch)
+    assert len(db.read_sync(jobs_sql.expired_leases, at(61), 10)) == 10
+    statement, params = sent.last("lease_expires_at <")
+    if db.dialect == "sqlite":
+        plan = [d for _, d in _sqlite_plan(db, statement, params)]
+        assert plan == ["SEARCH jobs USING INDEX ix_jobs_lease (lease_expires_at<?)"], plan
+    else:
+        nodes = [n for n, _ in _pg_nodes(_pg_generic_plan(db, statement, params))]
+        scans = [(n["Node Type"], n.get("Index Name")) for n in nodes if "Relation Name" in n]
+        assert scans == [("Index Scan", "ix_jobs_lease")], scans
+        assert not any(n["Node Type"] == "Sort" for n in nodes), nodes
 
 
 # -- reads ------------------------------------------------------------------------------------
@@ -577,10 +778,14 @@ def _revision(db: Database) -> str | None:
     )
 
 
-def test_migration_reaches_head_and_a_second_run_is_a_no_op(db: Database) -> None:
+def _head() -> str | None:
     cfg = Config()
     cfg.set_main_option("script_location", str(SCRIPTS))
-    head = ScriptDirectory.from_config(cfg).get_current_head()
+    return ScriptDirectory.from_config(cfg).get_current_head()
+
+
+def test_migration_reaches_head_and_a_second_run_is_a_no_op(db: Database) -> None:
+    head = _head()
     assert head is not None and _revision(db) == head
     (job_id,) = insert(db, job())
     tables = set(sa.inspect(db.writer).get_table_names())
@@ -594,15 +799,65 @@ def test_migration_reaches_head_and_a_second_run_is_a_no_op(db: Database) -> Non
     assert table_counts(db) == (1, 1)
 
 
-def test_the_claim_index_is_partial_on_pending(db: Database) -> None:
-    with db.writer.connect() as conn:
-        if db.dialect == "sqlite":
-            sql = conn.exec_driver_sql(
-                "SELECT sql FROM sqlite_master WHERE name = 'ix_jobs_claim'"
-            ).scalar()
+def _index_sql(engine: sa.Engine) -> dict[str, str]:
+    """Every index's definition, by name, as the database reports it."""
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            rows = conn.exec_driver_sql(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+            ).all()
         else:
-            sql = conn.exec_driver_sql(
-                "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_jobs_claim'"
-            ).scalar()
-    assert sql is not None
-    assert "priority DESC" in sql and "WHERE" in sql and "'pending'" in sql, sql
+            rows = conn.exec_driver_sql(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"
+                " AND tablename <> 'alembic_version'"
+            ).all()
+    return {str(name): " ".join(str(sql).split()) for name, sql in rows}
+
+
+def test_the_claim_index_is_by_type_and_partial_on_pending(db: Database) -> None:
+    sql = _index_sql(db.writer)["ix_jobs_claim"]
+    assert "(type, priority DESC, run_at, id)" in sql, sql
+    assert "WHERE" in sql and "'pending'" in sql, sql
+
+
+def test_the_migrations_and_the_model_make_the_same_indexes(
+    db: Database, backend: str, tmp_path: Path
+) -> None:
+    """`metadata.create_all` (tables.py) and the migrations agree on every index."""
+    with database_url(backend, tmp_path) as url:
+        engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
+        try:
+            metadata.create_all(engine)
+            model = _index_sql(engine)
+        finally:
+            engine.dispose()
+    migrated = _index_sql(db.writer)
+    assert "ix_jobs_claim" in model
+    assert migrated == model
+
+
+def test_upgrading_from_0002_keeps_pending_jobs_claimable(backend: str, tmp_path: Path) -> None:
+    """0003 rebuilds ix_jobs_claim by type under a database that holds jobs already."""
+    with database_url(backend, tmp_path) as url:
+        db = Database(url)
+        try:
+            migrate(db, "0002")
+            assert _revision(db) == "0002"
+            assert "(priority DESC, run_at, id)" in _index_sql(db.writer)["ix_jobs_claim"]
+            ids = insert(
+                db,
+                job(type="pdf", priority=30, run_at=at(-9)),
+                job(type="email", priority=10, run_at=at(-1)),
+                job(type="email", priority=10, run_at=at(-2)),
+                job(type="email", priority=30, run_at=at(5)),
+                job(type="email", status="completed", finished_at=at(-1)),
+            )
+            migrate(db)
+            assert _revision(db) == _head()
+            claim_index = _index_sql(db.writer)["ix_jobs_claim"]
+            assert "(type, priority DESC, run_at, id)" in claim_index, claim_index
+            assert [r.id for r in claim(db, types=("email",), limit=5)] == [ids[2], ids[1]]
+            assert [r.id for r in claim(db, types=("email", "pdf"), now=at(5))] == [ids[0], ids[3]]
+            assert table_counts(db) == (5, 9)  # 5 created, 4 claimed
+        finally:
+            db.close()
