@@ -110,12 +110,6 @@ def execute(tx: Tx, text: str, params: Iterable[Any]) -> list[JobRow]:
     return [_row(tx.dialect, r) for r in cur.fetchall()]
 
 
-def execute_many(tx: Tx, text: str, rows: Sequence[Sequence[Any]]) -> None:
-    """One statement for many parameter rows, no result."""
-    d = tx.dialect
-    cursor(tx).executemany(_sql(d, text), [[bind(d, p) for p in row] for row in rows])
-
-
 # -- the statements ----------------------------------------------------------------------
 
 
@@ -300,9 +294,23 @@ _PG_INSERT_EVENTS = (
 )
 
 
+@functools.lru_cache(maxsize=64)
+def _sqlite_insert_events_sql(rows: int) -> str:
+    return f"INSERT INTO job_events ({_EVENT_COLUMNS}) VALUES " + ", ".join(
+        [f"({_marks(7)})"] * rows
+    )
+
+
 def insert_events(tx: Tx, rows: Sequence[Sequence[Any]]) -> None:
-    if tx.dialect == "postgresql" and len(rows) > 1:
+    """Append events in one statement (per SQLite's variable limit); ids ascend in order."""
+    if len(rows) == 1:
+        execute(tx, _INSERT_EVENT, rows[0])
+    elif tx.dialect == "postgresql":
         columns = [list(column) for column in zip(*rows, strict=True)]
         cursor(tx).execute(_PG_INSERT_EVENTS, columns)
     else:
-        execute_many(tx, _INSERT_EVENT, rows)
+        cur, most = cursor(tx), SQLITE_MAX_VARIABLES // 7
+        for start in range(0, len(rows), most):
+            chunk = rows[start : start + most]
+            params = [bind("sqlite", v) for row in chunk for v in row]
+            cur.execute(_sqlite_insert_events_sql(len(chunk)), params)

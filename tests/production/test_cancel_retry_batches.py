@@ -176,8 +176,8 @@ def test_claim_jobs_takes_the_most_urgent_up_to_the_limit(prod: LiveServer, job_
 
 
 class _Counted:
-    """A driver cursor that notes each statement it is sent (executemany counts once: one
-    call, one round trip)."""
+    """A driver cursor that notes each statement it runs (executemany runs its statement
+    once per parameter row)."""
 
     def __init__(self, cursor: Any, seen: list[str]) -> None:
         self._cursor, self._seen = cursor, seen
@@ -186,9 +186,10 @@ class _Counted:
         self._seen.append(" ".join(statement.split()[:3]).upper())
         return self._cursor.execute(statement, *args, **kw)
 
-    def executemany(self, statement: str, *args: Any, **kw: Any) -> Any:
-        self._seen.append(" ".join(statement.split()[:3]).upper())
-        return self._cursor.executemany(statement, *args, **kw)
+    def executemany(self, statement: str, rows: Any, *args: Any, **kw: Any) -> Any:
+        rows = list(rows)
+        self._seen.extend([" ".join(statement.split()[:3]).upper()] * len(rows))
+        return self._cursor.executemany(statement, rows, *args, **kw)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cursor, name)
@@ -226,9 +227,11 @@ async def test_batches_take_one_statement_each(
     inserts = [s for s in seen if s.startswith("INSERT INTO JOBS")]
     assert len(inserts) == 2, seen  # the plain rows, then the keyed rows
     assert sum(s.startswith("SELECT") for s in seen) <= 1
+    assert sum(s.startswith("INSERT INTO JOB_EVENTS") for s in seen) == 1, seen  # 350 events
 
     seen.clear()
     claimed = await services.service.claim(worker, ["email"], 60, 100)
     assert len(claimed) == 100
+    assert sum(s.startswith("INSERT INTO JOB_EVENTS") for s in seen) == 1, seen
     # One claim statement (SQLite: UPDATE ... WHERE id IN (SELECT ...); PostgreSQL: a CTE).
     assert sum(s.startswith(("UPDATE JOBS", "WITH CHOSEN")) for s in seen) == 1, seen
