@@ -86,8 +86,8 @@ class JobService:
         _require(actor, Role.PRODUCER)
         values = self._row(actor, req, ["input"])
         if values["idempotency_key"] is None:
-            rows = await self.db.write(jobs_sql.insert, [values])
-            return Job.from_row(rows[0]), True
+            (inserted,) = await self.db.write_rows(jobs_sql.insert, [values])
+            return Job.from_row(inserted), True
         row, created = await self.db.write(jobs_sql.insert_idempotent, values)
         if not created and row.request_hash != values["request_hash"]:
             raise errors.IdempotencyKeyReused(

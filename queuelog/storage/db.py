@@ -24,6 +24,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from queuelog.storage import driver
 
 T = TypeVar("T")
+R = TypeVar("R")
 P = ParamSpec("P")
 
 # Event rows must become visible in id order, so that a reader tailing the feed by id never
@@ -174,6 +175,17 @@ class Database:
         self._write_pool.submit(self._drain)
         return await future
 
+    async def write_rows(self, fn: Callable[[Tx, list[R]], list[T]], rows: list[R]) -> list[T]:
+        """`write(fn, rows)` for a write that takes rows and returns one result per row, in
+        order: writes of the same `fn` queued together run as one call over all their rows
+        (concurrent enqueues become one INSERT), and each gets its own rows' results back.
+        If that call raises, each write runs again alone, as any write does."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[T]] = loop.create_future()
+        self._queue.append((_Rows(fn, rows), future, loop))
+        self._write_pool.submit(self._drain)
+        return await future
+
     def _drain(self) -> None:
         """Run the queued writes (in a writer thread). All commit together; if any raises,
         each runs again alone, so one write's failure never undoes another's."""
@@ -207,10 +219,10 @@ class Database:
         with self._writer_conn.begin():
             yield self._writer_conn
 
-    def _run_together(self, calls: list[Callable[[Tx], Any]]) -> list[Any]:
+    def _run_together(self, calls: list[_Call]) -> list[Any]:
         with self._transaction() as conn:
             tx = Tx(conn, self.dialect)
-            results = [call(tx) for call in calls]
+            results = _run_calls(tx, calls)
             if tx.events:
                 self._append_events(tx)
         if tx.events:
@@ -218,7 +230,7 @@ class Database:
                 listener()
         return results
 
-    def _run_alone(self, call: Callable[[Tx], Any]) -> tuple[bool, Any]:
+    def _run_alone(self, call: _Call) -> tuple[bool, Any]:
         try:
             return True, self._run_together([call])[0]
         except Exception as exc:
@@ -244,7 +256,41 @@ class Database:
         self.reader.dispose()
 
 
-_Queued = tuple[Callable[[Tx], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """A queued `write_rows`."""
+
+    fn: Callable[[Tx, list[Any]], list[Any]]
+    rows: list[Any]
+
+
+_Call = Callable[[Tx], Any] | _Rows
+_Queued = tuple[_Call, "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+
+
+def _run_calls(tx: Tx, calls: list[_Call]) -> list[Any]:
+    """Each call's result, in order; neighbouring `_Rows` of one function run as one call."""
+    results: list[Any] = []
+    i = 0
+    while i < len(calls):
+        call = calls[i]
+        if not isinstance(call, _Rows):
+            results.append(call(tx))
+            i += 1
+            continue
+        group = [call]
+        while i + len(group) < len(calls):
+            following = calls[i + len(group)]
+            if not isinstance(following, _Rows) or following.fn is not call.fn:
+                break
+            group.append(following)
+        out = call.fn(tx, [row for member in group for row in member.rows])
+        start = 0
+        for member in group:
+            results.append(out[start : start + len(member.rows)])
+            start += len(member.rows)
+        i += len(group)
+    return results
 
 
 def _settle(settled: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
