@@ -163,6 +163,15 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
                 f"| {name} | {_f(int(size))} | {b[size]['p50_ms']:.3f} | "
                 f"{b[size]['p99_ms']:.3f} | {b[size]['load_s']:.1f} |"
             )
+    other = {n: be[n]["backlog"]["other_type"] for n in names if "other_type" in be[n]["backlog"]}
+    if other:
+        out += ["", "Claiming another type behind the largest backlog (a `sync` job each):", ""]
+        for name, o in other.items():
+            out.append(
+                f"- {name}: behind {_f(o['behind'])} pending `email` jobs, claim p50 "
+                f"{o['p50_ms']:.3f} ms, p99 {o['p99_ms']:.3f} ms: {o['ratio']:.2f}x the p50 "
+                "at the smallest backlog"
+            )
     out += ["", "## 5. Subscription delivery", ""]
     subs = {n: be[n]["subscriptions"] for n in names if "subscriptions" in be[n]}
     if subs:
