@@ -1,3 +1,22 @@
-"""The conformance suite runs on a fresh SQLite file and on an emptied PostgreSQL database."""
+"""The conformance suite runs on a fresh SQLite file and on an emptied PostgreSQL database.
 
+One conformance suite for the storage layer, run on SQLite and on PostgreSQL alike, in the
+`test_*.py` modules here. Every test drives `queuelog.storage` directly through
+`Database.write_sync` / `read_sync`, so that a backend that differs from the other fails here
+before it fails in the service. Their shared helpers: `rows.py` (job values, inserts, claims,
+counts) and `plans.py` (the statements sent and the plans made of them).
+"""
+
+import pytest
+
+from queuelog.services import Services
+from queuelog.storage.db import Database
 from tests.reused_db import db_url, session_pg_url  # noqa: F401  (fixtures)
+
+# The helpers assert too: pytest rewrites their asserts as it does a test module's.
+pytest.register_assert_rewrite("tests.storage.plans", "tests.storage.rows")
+
+
+@pytest.fixture
+def db(services: Services) -> Database:
+    return services.db

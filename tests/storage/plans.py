@@ -1,0 +1,80 @@
+"""The statements `storage.driver` sends, and the plans each backend makes of them: shared by
+the conformance tests that check a statement reads the index it should."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from queuelog.storage import driver
+from queuelog.storage.db import Database
+
+
+class Captured:
+    """The statements `storage.driver` sends, with their parameters bound as it binds them."""
+
+    def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[tuple[str, list[Any]]] = []
+        execute = driver.execute
+
+        def capture(tx: Any, text: str, params: Any) -> Any:
+            params = list(params)
+            self.sent.append((text, [driver.bind(db.dialect, p) for p in params]))
+            return execute(tx, text, params)
+
+        monkeypatch.setattr(driver, "execute", capture)
+
+    def last(self, contains: str) -> tuple[str, list[Any]]:
+        return next(s for s in reversed(self.sent) if contains in s[0])
+
+
+def sqlite_plan(db: Database, statement: str, params: list[Any]) -> list[tuple[int, str]]:
+    """EXPLAIN QUERY PLAN: (parent, detail) for each step."""
+    with db.reader.connect() as conn:
+        rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, tuple(params)).all()
+    return [(int(r[1]), str(r[3])) for r in rows]
+
+
+def pg_nodes(
+    node: dict[str, Any], above: tuple[dict[str, Any], ...] = ()
+) -> Iterator[tuple[dict[str, Any], tuple[dict[str, Any], ...]]]:
+    """Every node of a JSON plan, with the nodes above it (outermost first)."""
+    yield node, above
+    for child in node.get("Plans", ()):
+        yield from pg_nodes(child, (*above, node))
+
+
+def until_limit(above: tuple[dict[str, Any], ...]) -> list[str]:
+    """The node types between a node and the nearest Limit above it (which must exist)."""
+    types = [n["Node Type"] for n in reversed(above)]
+    assert "Limit" in types, types
+    return types[: types.index("Limit")]
+
+
+def pg_generic_plan(
+    db: Database, statement: str, params: list[Any], *, analyze: bool = False
+) -> dict[str, Any]:
+    """EXPLAIN (as JSON) the generic plan of `statement`: the plan a prepared statement
+    (psycopg prepares a query it runs often) may settle on, made without knowing the
+    parameters. With `analyze`, runs it too, in a transaction rolled back."""
+    with db.reader.connect() as conn:
+        raw = conn.connection.driver_connection
+        assert isinstance(raw, psycopg.Connection)
+        numbered = iter(range(1, len(params) + 1))
+        prepared = re.sub(r"\?", lambda m: f"${next(numbered)}", statement)
+        args = ", ".join(psycopg.ClientCursor(raw).mogrify("%s", [p]) for p in params)
+        options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+        try:
+            raw.execute("ANALYZE jobs")
+            raw.execute("SET plan_cache_mode = force_generic_plan")
+            raw.execute(f"PREPARE claim_plan AS {prepared}".encode())
+            found = raw.execute(f"EXPLAIN ({options}) EXECUTE claim_plan({args})".encode())
+            (explained,) = found.fetchone() or ()
+        finally:
+            raw.rollback()  # and with it the statement's writes, PREPARE and SET
+    plan: dict[str, Any] = explained[0]["Plan"]
+    return plan

@@ -1,0 +1,110 @@
+"""Storage conformance: migrations, and the agreement of the migrations with the model
+(`tables.py`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+
+from queuelog.storage import jobs as jobs_sql
+from queuelog.storage.db import Database, normalize_url
+from queuelog.storage.migrate import SCRIPTS, migrate
+from queuelog.storage.tables import metadata
+from tests.storage.rows import at, claim, insert, job, table_counts
+from tests.support import database_url
+
+# -- migrations -------------------------------------------------------------------------------
+
+
+def _revision(db: Database) -> str | None:
+    return db.read_sync(
+        lambda tx: tx.conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+    )
+
+
+def _head() -> str | None:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(SCRIPTS))
+    return ScriptDirectory.from_config(cfg).get_current_head()
+
+
+def test_migration_reaches_head_and_a_second_run_is_a_no_op(db: Database) -> None:
+    head = _head()
+    assert head is not None and _revision(db) == head
+    (job_id,) = insert(db, job())
+    tables = set(sa.inspect(db.writer).get_table_names())
+    assert {"jobs", "job_events", "api_keys", "alembic_version"} <= tables
+
+    migrate(db)
+    migrate(db)
+    assert _revision(db) == head
+    assert set(sa.inspect(db.writer).get_table_names()) == tables
+    assert db.read_sync(jobs_sql.get, job_id) is not None
+    assert table_counts(db) == (1, 1)
+
+
+def _index_sql(engine: sa.Engine) -> dict[str, str]:
+    """Every index's definition, by name, as the database reports it."""
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            rows = conn.exec_driver_sql(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+            ).all()
+        else:
+            rows = conn.exec_driver_sql(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"
+                " AND tablename <> 'alembic_version'"
+            ).all()
+    return {str(name): " ".join(str(sql).split()) for name, sql in rows}
+
+
+def test_the_claim_index_is_by_type_and_partial_on_pending(db: Database) -> None:
+    sql = _index_sql(db.writer)["ix_jobs_claim"]
+    assert "(type, priority DESC, run_at, id)" in sql, sql
+    assert "WHERE" in sql and "'pending'" in sql, sql
+
+
+def test_the_migrations_and_the_model_make_the_same_indexes(
+    db: Database, backend: str, tmp_path: Path
+) -> None:
+    """`metadata.create_all` (tables.py) and the migrations agree on every index."""
+    with database_url(backend, tmp_path) as url:
+        engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
+        try:
+            metadata.create_all(engine)
+            model = _index_sql(engine)
+        finally:
+            engine.dispose()
+    migrated = _index_sql(db.writer)
+    assert "ix_jobs_claim" in model
+    assert migrated == model
+
+
+def test_upgrading_from_0002_keeps_pending_jobs_claimable(backend: str, tmp_path: Path) -> None:
+    """0003 rebuilds ix_jobs_claim by type under a database that holds jobs already."""
+    with database_url(backend, tmp_path) as url:
+        db = Database(url)
+        try:
+            migrate(db, "0002")
+            assert _revision(db) == "0002"
+            assert "(priority DESC, run_at, id)" in _index_sql(db.writer)["ix_jobs_claim"]
+            ids = insert(
+                db,
+                job(type="pdf", priority=30, run_at=at(-9)),
+                job(type="email", priority=10, run_at=at(-1)),
+                job(type="email", priority=10, run_at=at(-2)),
+                job(type="email", priority=30, run_at=at(5)),
+                job(type="email", status="completed", finished_at=at(-1)),
+            )
+            migrate(db)
+            assert _revision(db) == _head()
+            claim_index = _index_sql(db.writer)["ix_jobs_claim"]
+            assert "(type, priority DESC, run_at, id)" in claim_index, claim_index
+            assert [r.id for r in claim(db, types=("email",), limit=5)] == [ids[2], ids[1]]
+            assert [r.id for r in claim(db, types=("email", "pdf"), now=at(5))] == [ids[0], ids[3]]
+            assert table_counts(db) == (5, 9)  # 5 created, 4 claimed
+        finally:
+            db.close()
