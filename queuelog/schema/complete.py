@@ -26,8 +26,8 @@ from graphql import (
     is_leaf_type,
     located_error,
 )
+from graphql.execution.executor import Executor
 from graphql.pyutils import Path, Undefined, is_iterable
-from graphql.pyutils import inspect as inspect_value
 
 # A completer turns a resolved value into its response value: (value, path, errors).
 Complete = Callable[[Any, Path, list[GraphQLError]], Any]
@@ -57,20 +57,14 @@ def handled(raw: Exception, nodes: list[FieldNode], path: Path, non_null: bool) 
     return error
 
 
-def _leaf(type_: Any) -> Complete:
-    coerce = type_.coerce_output_value
+complete_leaf_value = Executor.complete_leaf_value
 
+
+def _leaf(type_: Any) -> Complete:
     def leaf(value: Any, path: Path, errors: list[GraphQLError]) -> Any:
         if value is None or value is Undefined:
             return None
-        coerced = coerce(value)
-        if coerced is Undefined or coerced is None:
-            raise TypeError(
-                f"Expected `{inspect_value(type_)}.coerce_output_value("
-                f"{inspect_value(value)})` to return non-nullable value, returned:"
-                f" {inspect_value(coerced)}"
-            )
-        return coerced
+        return complete_leaf_value(type_, value)  # graphql-core's own, its error included
 
     return leaf
 
