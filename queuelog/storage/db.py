@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -115,14 +117,24 @@ class Database:
             # The writer thread keeps one connection; the other serves migrations.
             self.writer = self._sqlite_engine(2, True, sqlite_synchronous, busy_timeout_ms)
             self.reader = self._sqlite_engine(pool_size, False, sqlite_synchronous, busy_timeout_ms)
-            self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="queuelog-writer")
-            self._read_pool = ThreadPoolExecutor(pool_size, thread_name_prefix="queuelog-reader")
+            writers = 1
         else:
             self.writer = self.reader = sa.create_engine(
                 self.url, pool_size=pool_size + PG_WRITERS, max_overflow=0, pool_pre_ping=True
             )
-            self._write_pool = ThreadPoolExecutor(PG_WRITERS, thread_name_prefix="queuelog-writer")
-            self._read_pool = ThreadPoolExecutor(pool_size, thread_name_prefix="queuelog-reader")
+            writers = PG_WRITERS
+        self._read_pool = ThreadPoolExecutor(pool_size, thread_name_prefix="queuelog-reader")
+        # Writer threads sleep on one event, set by whoever queues a write while it is clear.
+        # (An executor task per write cost a concurrent Future, a queue hop and a thread
+        # wake-up per write; almost every one of those wake-ups found the queue drained.)
+        self._wakeup = threading.Event()
+        self._closing = False
+        self.writer_threads = [
+            threading.Thread(target=self._write_loop, name=f"queuelog-writer_{i}", daemon=True)
+            for i in range(writers)
+        ]
+        for thread in self.writer_threads:
+            thread.start()
 
     def _sqlite_engine(
         self, size: int, immediate: bool, synchronous: str, busy_timeout_ms: int
@@ -162,9 +174,9 @@ class Database:
 
     def write_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
         """`write` for synchronous callers (never from a writer thread)."""
-        done = self._write_pool.submit(self._run_together, [lambda tx: fn(tx, *a, **k)])
-        result: T = done.result()[0]
-        return result
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._submit((lambda tx: fn(tx, *a, **k), done, None))
+        return done.result()
 
     def read_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
         with self.reader.begin() as conn:
@@ -177,8 +189,7 @@ class Database:
         # turn of the event-order lock) and one thread hop. SQLite has one writer thread;
         # on PostgreSQL each of its PG_WRITERS threads drains batches.
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.append((lambda tx: fn(tx, *a, **k), future, loop))
-        self._write_pool.submit(self._drain)
+        self._submit((lambda tx: fn(tx, *a, **k), future, loop))
         return await future
 
     async def write_rows(self, fn: Callable[[Tx, list[R]], list[T]], rows: list[R]) -> list[T]:
@@ -188,9 +199,26 @@ class Database:
         If that call raises, each write runs again alone, as any write does."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[T]] = loop.create_future()
-        self._queue.append((_Rows(fn, rows), future, loop))
-        self._write_pool.submit(self._drain)
+        self._submit((_Rows(fn, rows), future, loop))
         return await future
+
+    def _submit(self, queued: _Queued) -> None:
+        if self._closing:
+            raise RuntimeError("the database is closed")
+        self._queue.append(queued)
+        # The event is cleared by a writer before it drains: while it is still set, a
+        # writer has yet to look at the queue and will see this write.
+        if not self._wakeup.is_set():
+            self._wakeup.set()
+
+    def _write_loop(self) -> None:
+        while True:
+            self._wakeup.wait()
+            if self._closing and not self._queue:
+                return  # the event stays set: every other writer returns too
+            self._wakeup.clear()
+            while self._queue:
+                self._drain()
 
     def _drain(self) -> None:
         """Run the queued writes (in a writer thread). All commit together; if any raises,
@@ -206,11 +234,15 @@ class Database:
             outcomes = [(True, r) for r in self._run_together(calls)]
         except Exception as exc:
             outcomes = [(False, exc)] if len(batch) == 1 else [self._run_alone(c) for c in calls]
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+        by_loop: dict[asyncio.AbstractEventLoop | None, list[_Settled]] = {}
         for (_, future, loop), (ok, value) in zip(batch, outcomes, strict=True):
             by_loop.setdefault(loop, []).append((future, ok, value))
         for loop, settled in by_loop.items():
-            loop.call_soon_threadsafe(_settle, settled)
+            if loop is None:  # write_sync's
+                _settle(settled)
+            else:
+                with contextlib.suppress(RuntimeError):  # that loop has closed meanwhile
+                    loop.call_soon_threadsafe(_settle, settled)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:
@@ -254,7 +286,13 @@ class Database:
         driver.insert_events(tx, tx.events)
 
     def close(self) -> None:
-        self._write_pool.shutdown(wait=True)
+        """Finish every queued write, then close the connections."""
+        self._closing = True
+        self._wakeup.set()
+        for thread in self.writer_threads:
+            thread.join()
+        while self._queue:  # queued as the writers were leaving
+            self._drain()
         if self._writer_conn is not None:
             self._writer_conn.close()
         self._read_pool.shutdown(wait=True)
@@ -271,7 +309,10 @@ class _Rows:
 
 
 _Call = Callable[[Tx], Any] | _Rows
-_Queued = tuple[_Call, "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+# A write, where its result goes, and the event loop to settle it on (None: write_sync's).
+_Future = asyncio.Future[Any] | concurrent.futures.Future[Any]
+_Queued = tuple[_Call, _Future, asyncio.AbstractEventLoop | None]
+_Settled = tuple[_Future, bool, Any]
 
 
 def _run_calls(tx: Tx, calls: list[_Call]) -> list[Any]:
@@ -299,7 +340,7 @@ def _run_calls(tx: Tx, calls: list[_Call]) -> list[Any]:
     return results
 
 
-def _settle(settled: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+def _settle(settled: list[_Settled]) -> None:
     for future, ok, value in settled:
         if future.cancelled():
             continue

@@ -24,16 +24,16 @@ async def _while_writers_are_busy(
     """Occupy every writer thread, queue what `start` starts, then let the writers go: the
     queued writes then meet in the next transaction."""
     db = services.db
-    threads = db._write_pool._max_workers  # type: ignore[attr-defined]
     release, started = threading.Event(), threading.Semaphore(0)
 
     def hold(tx: Tx) -> None:
         started.release()
         release.wait(30)
 
-    holders = [asyncio.ensure_future(db.write(hold)) for _ in range(threads)]
-    for _ in range(threads):
-        await asyncio.to_thread(started.acquire)
+    holders = []
+    for _ in db.writer_threads:  # one at a time, so that each lands in its own thread
+        holders.append(asyncio.ensure_future(db.write(hold)))
+        assert await asyncio.to_thread(started.acquire, timeout=10)
     tasks = [asyncio.ensure_future(a) for a in start()]
     for _ in range(5):  # each task runs up to its queued write
         await asyncio.sleep(0)
