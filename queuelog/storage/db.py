@@ -14,6 +14,7 @@ import collections
 import concurrent.futures
 import contextlib
 import functools
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -124,10 +125,12 @@ class Database:
             )
             writers = PG_WRITERS
         self._read_pool = ThreadPoolExecutor(pool_size, thread_name_prefix="queuelog-reader")
-        # Writer threads sleep on one event, set by whoever queues a write while it is clear.
-        # (An executor task per write cost a concurrent Future, a queue hop and a thread
-        # wake-up per write; almost every one of those wake-ups found the queue drained.)
-        self._wakeup = threading.Event()
+        # Writer threads sleep on a queue of wake-ups, which a write adds to only while none
+        # is pending. (An executor task per write cost a concurrent Future, a queue hop and
+        # a thread wake-up per write; almost every one of those wake-ups found the queue
+        # drained. threading.Event's Python-level Condition cost a one-at-a-time caller more.)
+        self._wakeups: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._wakeup_pending = False
         self._closing = False
         self.writer_threads = [
             threading.Thread(target=self._write_loop, name=f"queuelog-writer_{i}", daemon=True)
@@ -206,17 +209,18 @@ class Database:
         if self._closing:
             raise RuntimeError("the database is closed")
         self._queue.append(queued)
-        # The event is cleared by a writer before it drains: while it is still set, a
-        # writer has yet to look at the queue and will see this write.
-        if not self._wakeup.is_set():
-            self._wakeup.set()
+        # A writer clears the flag before it drains: while it is still set, a writer has
+        # yet to look at the queue and will see this write.
+        if not self._wakeup_pending:
+            self._wakeup_pending = True
+            self._wakeups.put(None)
 
     def _write_loop(self) -> None:
         while True:
-            self._wakeup.wait()
+            self._wakeups.get()
             if self._closing and not self._queue:
-                return  # the event stays set: every other writer returns too
-            self._wakeup.clear()
+                return
+            self._wakeup_pending = False
             while self._queue:
                 self._drain()
 
@@ -288,7 +292,8 @@ class Database:
     def close(self) -> None:
         """Finish every queued write, then close the connections."""
         self._closing = True
-        self._wakeup.set()
+        for _ in self.writer_threads:
+            self._wakeups.put(None)  # one each: a writer that is told to close returns
         for thread in self.writer_threads:
             thread.join()
         while self._queue:  # queued as the writers were leaving
