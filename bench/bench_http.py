@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.common import Profile, Server, median, percentile
+from bench.common import Profile, Server, cpu_seconds, median, percentile
 
 CONNECTIONS = 32
 BATCH = 100
@@ -34,11 +34,14 @@ class Load:
     ops: int = 0
     latencies: list[float] = field(default_factory=list)
     empty_claims: int = 0
+    server_cpu: float = 0.0  # CPU seconds the server process used meanwhile
+    client_cpu: float = 0.0  # and the load generator (this process)
 
 
 class Client:
     def __init__(self, server: Server, producer: str, worker: str) -> None:
         self.url = server.url
+        self.server_pid = server.pid
         self.auth = {
             "producer": {"Authorization": f"Bearer {producer}"},
             "worker": {"Authorization": f"Bearer {worker}"},
@@ -79,9 +82,12 @@ class Client:
             while time.perf_counter() < deadline:
                 await step(load)
 
+        server0, client0 = cpu_seconds(self.server_pid), time.process_time()
         t0 = time.perf_counter()
         await asyncio.gather(*(loop() for _ in range(connections)))
         self.elapsed = time.perf_counter() - t0
+        load.server_cpu = cpu_seconds(self.server_pid) - server0
+        load.client_cpu = time.process_time() - client0
         return load
 
     # -- the workloads ------------------------------------------------------------------
@@ -127,6 +133,11 @@ def summarize(loads: list[tuple[Load, float]]) -> dict[str, float]:
         "p50_ms": median([percentile(load.latencies, 50) * 1e3 for load, _ in loads]),
         "p99_ms": median([percentile(load.latencies, 99) * 1e3 for load, _ in loads]),
         "empty_claims": float(sum(load.empty_claims for load, _ in loads)),
+        # The server's CPU per request (all its threads), and how busy the load generator
+        # was: near one core, it and not the server set the rate.
+        "server_us": median([1e6 * load.server_cpu / len(load.latencies) for load, _ in loads]),
+        "server_cores": median([load.server_cpu / t for load, t in loads]),
+        "client_cores": median([load.client_cpu / t for load, t in loads]),
     }
 
 

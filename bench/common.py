@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -60,6 +61,12 @@ def psycopg_url(url: str) -> str:
 
 def sqlite_path(url: str) -> str:
     return str(make_url(url).database)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process `pid` has used, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_bytes(pid: int) -> int:

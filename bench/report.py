@@ -134,10 +134,13 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
     out += [
         f"aiohttp load generator in a separate process, {h0['connections']} connections "
         f"(`enqueueJobs`: {h0['batch_connections']} connections of 100-job batches). Ratio: "
-        "to the same server answering `{ __typename }` in the same repeat.",
+        "to the same server answering `{ __typename }` in the same repeat. Server CPU: all "
+        "its threads, per request, and in cores; the load generator's cores show when it, "
+        "not the server, set the rate (near 1.0: one core's worth, all it can use).",
         "",
-        "| backend | operation | rate /s | p50 ms | p99 ms | ratio to `__typename` |",
-        "|---|---|---|---|---|---|",
+        "| backend | operation | rate /s | p50 ms | p99 ms | ratio to `__typename` "
+        "| server CPU µs/request | server cores | load generator cores |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name in names:
         h = be[name]["http"]
@@ -145,7 +148,8 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
             ratio = f"{h[op]['ratio']:.2f}" if "ratio" in h[op] else ""
             out.append(
                 f"| {name} | {label} | {_f(h[op]['rate'])} | {h[op]['p50_ms']:.1f} | "
-                f"{h[op]['p99_ms']:.1f} | {ratio} |"
+                f"{h[op]['p99_ms']:.1f} | {ratio} | {_f(h[op]['server_us'])} | "
+                f"{h[op]['server_cores']:.2f} | {h[op]['client_cores']:.2f} |"
             )
     out += [
         "",

@@ -26,6 +26,8 @@ def test_bench_smoke_runs_every_benchmark_on_both_backends(tmp_path: Path) -> No
         assert got["service"]["enqueue"]["service"] > 0
         assert got["http"]["enqueue"]["rate"] > 0
         assert got["http"]["cycle"]["empty_claims"] == 0
+        assert got["http"]["enqueue"]["server_us"] > 0
+        assert got["http"]["typename"]["client_cores"] > 0
         assert got["memory"]["start_mib"] > 0
         assert set(got["backlog"]) >= {"100", "1000", "ratio", "other_type"}
         assert got["backlog"]["other_type"]["p50_ms"] > 0
@@ -38,4 +40,5 @@ def test_bench_smoke_runs_every_benchmark_on_both_backends(tmp_path: Path) -> No
     report = (tmp_path / "benchmarks.md").read_text()
     assert "## Targets" in report and "huey" in report
     assert "Claiming another type behind the largest backlog" in report
+    assert "load generator cores" in report
     assert (tmp_path / "claim-latency.png").read_bytes()[:4] == b"\x89PNG"
