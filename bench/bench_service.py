@@ -31,16 +31,10 @@ _INSERT_JOB = (
     " idempotency_key, request_hash, producer, run_at, created_at, updated_at)"
     " VALUES (?, ?, 0, 'pending', 0, 3, NULL, NULL, ?, ?, ?, ?) RETURNING *"
 )
-_EVENT_COLUMNS = "job_id, job_type, producer, worker_id, previous_status, status, occurred_at"
-_INSERT_EVENT = {
-    "sqlite": f"INSERT INTO job_events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    # As the storage layer sends it: the event-order lock and the NOTIFY taken in the
-    # events' own INSERT, before the row takes its id.
-    "postgresql": "WITH first AS MATERIALIZED (SELECT pg_advisory_xact_lock("
-    f"{EVENT_LOCK_KEY}), pg_notify('{NOTIFY_CHANNEL}', ''))"
-    f" INSERT INTO job_events ({_EVENT_COLUMNS}) SELECT {_EVENT_COLUMNS}"
-    f" FROM (VALUES (?, ?, ?, ?, ?, ?, ?::timestamptz)) AS v({_EVENT_COLUMNS}), first",
-}
+_INSERT_EVENT = (
+    "INSERT INTO job_events (job_id, job_type, producer, worker_id, previous_status, status,"
+    " occurred_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 _RESCUE = (
     "SELECT * FROM jobs WHERE status = 'running' AND lease_expires_at < ?"
     " ORDER BY lease_expires_at LIMIT 100"
@@ -104,6 +98,8 @@ class Raw:
             return
         with self.conn.transaction(), self.conn.cursor() as cur:
             body(cur)
+            cur.execute(f"SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY})")
+            cur.execute(f"NOTIFY {NOTIFY_CHANNEL}")
 
     def _event(
         self,
@@ -116,7 +112,7 @@ class Raw:
         now: datetime,
     ) -> None:
         cur.execute(
-            self._sql(_INSERT_EVENT[self.dialect]),
+            self._sql(_INSERT_EVENT),
             (job_id, job_type, PRODUCER.name, worker, previous, status, self._t(now)),
         )
 
