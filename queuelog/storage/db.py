@@ -114,8 +114,8 @@ class Database:
         self._commit_listeners: list[Callable[[], None]] = []
         self._queue: collections.deque[_Queued] = collections.deque()
         # Each writer thread keeps its connection open: no pool checkout, reset or ping per
-        # transaction. One the server dropped is replaced, and a transaction that found it
-        # gone before its commit runs once more on the new one (`_run_together`).
+        # transaction. One that broke is replaced by the next transaction (a write that
+        # failed with it runs again alone, as any failed write does).
         self._writer_local = threading.local()
         self._writer_conns: list[Connection] = []
         if self.dialect == "sqlite":
