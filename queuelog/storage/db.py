@@ -113,22 +113,16 @@ class Database:
         self.dialect = "sqlite" if self.url.get_backend_name() == "sqlite" else "postgresql"
         self._commit_listeners: list[Callable[[], None]] = []
         self._queue: collections.deque[_Queued] = collections.deque()
-        # Each writer thread keeps its connection open: no pool checkout, reset or ping per
-        # transaction. One that broke is replaced by the next transaction (a write that
-        # failed with it runs again alone, as any failed write does).
-        self._writer_local = threading.local()
-        self._writer_conns: list[Connection] = []
+        self._writer_conn: Connection | None = None  # SQLite: the writer thread's own
         if self.dialect == "sqlite":
             # The writer thread keeps one connection; the other serves migrations.
             self.writer = self._sqlite_engine(2, True, sqlite_synchronous, busy_timeout_ms)
             self.reader = self._sqlite_engine(pool_size, False, sqlite_synchronous, busy_timeout_ms)
             writers = 1
         else:
-            self.reader = sa.create_engine(
-                self.url, pool_size=pool_size, max_overflow=0, pool_pre_ping=True
+            self.writer = self.reader = sa.create_engine(
+                self.url, pool_size=pool_size + PG_WRITERS, max_overflow=0, pool_pre_ping=True
             )
-            # The writer threads' connections, and one for migrations.
-            self.writer = sa.create_engine(self.url, pool_size=PG_WRITERS + 1, max_overflow=0)
             writers = PG_WRITERS
         self._read_pool = ThreadPoolExecutor(pool_size, thread_name_prefix="queuelog-reader")
         # Writer threads sleep on a queue of wake-ups, which a write adds to only while none
@@ -256,55 +250,27 @@ class Database:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:
-        """A transaction on this writer thread's own connection."""
-        conn: Connection | None = getattr(self._writer_local, "conn", None)
-        if conn is None or conn.invalidated:
-            if conn is not None:
-                self._writer_conns.remove(conn)
-                conn.close()
-            conn = self._writer_local.conn = self.writer.connect()
-            self._writer_conns.append(conn)
-        with conn.begin():
-            yield conn
+        """A transaction on a writer connection. On SQLite the writer thread keeps its one
+        connection open, which spares a pool checkout and reset per transaction."""
+        if self.dialect == "postgresql":
+            with self.writer.begin() as conn:
+                yield conn
+            return
+        if self._writer_conn is None or self._writer_conn.invalidated:
+            self._writer_conn = self.writer.connect()
+        with self._writer_conn.begin():
+            yield self._writer_conn
 
     def _run_together(self, calls: list[_Call]) -> list[Any]:
-        try:
-            tx, results = self._run_once(calls)
-        except _LostBeforeCommit:
-            # The connection had gone (a restart, an idle timeout) before this transaction
-            # asked to commit, so nothing of it was written: run it once more, on a new one.
-            tx, results = self._run_once(calls, last=True)
+        with self._transaction() as conn:
+            tx = Tx(conn, self.dialect)
+            results = _run_calls(tx, calls)
+            if tx.events:
+                self._append_events(tx)
         if tx.events:
             for listener in self._commit_listeners:
                 listener()
         return results
-
-    def _run_once(self, calls: list[_Call], last: bool = False) -> tuple[Tx, list[Any]]:
-        with self._transaction() as conn:
-            tx = Tx(conn, self.dialect)
-            try:
-                results = _run_calls(tx, calls)
-                if tx.events:
-                    self._append_events(tx)
-            except Exception as exc:
-                if self._lost(conn, exc) and not last:
-                    raise _LostBeforeCommit from exc
-                raise
-        return tx, results
-
-    def _lost(self, conn: Connection, exc: Exception) -> bool:
-        """Whether `exc` means the connection is gone; if so, it is marked for replacing.
-        (Statements on the driver's cursor raise the driver's own errors, which SQLAlchemy
-        never sees.)"""
-        if isinstance(exc, sa.exc.DBAPIError):
-            return exc.connection_invalidated
-        dialect = self.writer.dialect
-        if conn.invalidated or not isinstance(exc, dialect.loaded_dbapi.Error):
-            return False
-        if not dialect.is_disconnect(exc, conn.connection.dbapi_connection, None):
-            return False
-        conn.invalidate(exc)
-        return True
 
     def _run_alone(self, call: _Call) -> tuple[bool, Any]:
         try:
@@ -317,9 +283,11 @@ class Database:
         return await asyncio.get_running_loop().run_in_executor(self._read_pool, call)
 
     def _append_events(self, tx: Tx) -> None:
-        # On PostgreSQL the lock and the NOTIFY (sent at commit) go in the same statement as
-        # the events: the lock is held until commit, so every round trip after it counts.
-        driver.insert_events(tx, tx.events, pg_first=_LOCK_EVENTS)
+        if self.dialect == "postgresql":
+            # One round trip for the lock and the NOTIFY (sent at commit whenever it is
+            # queued): the lock is held until commit, so every statement after it counts.
+            driver.cursor(tx).execute(_LOCK_EVENTS)
+        driver.insert_events(tx, tx.events)
 
     def close(self) -> None:
         """Finish every queued write, then close the connections."""
@@ -330,15 +298,11 @@ class Database:
             thread.join()
         while self._queue:  # queued as the writers were leaving
             self._drain()
-        for conn in self._writer_conns:
-            conn.close()
+        if self._writer_conn is not None:
+            self._writer_conn.close()
         self._read_pool.shutdown(wait=True)
         self.writer.dispose()
         self.reader.dispose()
-
-
-class _LostBeforeCommit(Exception):
-    """A transaction's connection was lost before it asked to commit."""
 
 
 @dataclass(frozen=True, slots=True)

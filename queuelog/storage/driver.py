@@ -287,13 +287,10 @@ _EVENT_COLUMNS = "job_id, job_type, producer, worker_id, previous_status, status
 _INSERT_EVENT = f"INSERT INTO job_events ({_EVENT_COLUMNS}) VALUES ({_marks(7)})"
 # PostgreSQL: one statement of one array per column (executemany there is one statement
 # per row); ids in ORDER BY order, so events keep the order they were recorded in.
-# `first` (a query run once, e.g. one taking a lock) is joined in ahead of every row: it
-# has run before the first row takes its id from the sequence.
 _PG_INSERT_EVENTS = (
-    "WITH first AS MATERIALIZED ({first})"
-    f" INSERT INTO job_events ({_EVENT_COLUMNS}) SELECT {_EVENT_COLUMNS}"
+    f"INSERT INTO job_events ({_EVENT_COLUMNS}) SELECT {_EVENT_COLUMNS}"
     " FROM unnest(%b::BIGINT[], %b::TEXT[], %b::TEXT[], %b::TEXT[], %b::TEXT[], %b::TEXT[],"
-    f" %b::TIMESTAMPTZ[]) WITH ORDINALITY AS v({_EVENT_COLUMNS}, n), first ORDER BY n"
+    f" %b::TIMESTAMPTZ[]) WITH ORDINALITY AS v({_EVENT_COLUMNS}, n) ORDER BY n"
 )
 
 
@@ -304,14 +301,13 @@ def _sqlite_insert_events_sql(rows: int) -> str:
     )
 
 
-def insert_events(tx: Tx, rows: Sequence[Sequence[Any]], pg_first: str = "SELECT 1") -> None:
-    """Append events in one statement (per SQLite's variable limit); ids ascend in order.
-    On PostgreSQL the query `pg_first` runs in that statement before any row takes its id."""
-    if tx.dialect == "postgresql":
-        columns = [list(column) for column in zip(*rows, strict=True)]
-        cursor(tx).execute(_PG_INSERT_EVENTS.format(first=pg_first), columns)
-    elif len(rows) == 1:
+def insert_events(tx: Tx, rows: Sequence[Sequence[Any]]) -> None:
+    """Append events in one statement (per SQLite's variable limit); ids ascend in order."""
+    if len(rows) == 1:
         execute(tx, _INSERT_EVENT, rows[0])
+    elif tx.dialect == "postgresql":
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        cursor(tx).execute(_PG_INSERT_EVENTS, columns)
     else:
         cur, most = cursor(tx), SQLITE_MAX_VARIABLES // 7
         for start in range(0, len(rows), most):
