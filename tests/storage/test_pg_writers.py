@@ -1,0 +1,104 @@
+"""PostgreSQL's writers: event ids become visible in id order however many writers and
+processes commit at once, and writers whose connections were cut carry on."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+import pytest
+
+from queuelog.storage import jobs as jobs_sql
+from queuelog.storage.db import Database, Tx
+from tests.storage.rows import job, table_counts
+
+T = TypeVar("T")
+
+
+@pytest.fixture
+def pg_db(backend: str, db: Database) -> Database:
+    if backend != "postgresql":
+        pytest.skip("PostgreSQL's writers")
+    return db
+
+
+def _libpq(db: Database) -> str:
+    return db.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def test_event_ids_become_visible_in_id_order(pg_db: Database) -> None:
+    """The feed tails events by id: an id must never become visible after a greater one
+    has. Two databases (two processes' worth of writer threads) write at once while a
+    reader checks that no id appears below one it has already seen."""
+    other = Database(str(pg_db.url))
+    done = threading.Event()
+    late: list[int] = []
+
+    def watch() -> None:
+        seen: set[int] = set()
+        with psycopg.connect(_libpq(pg_db), autocommit=True) as conn:
+            while not done.is_set():
+                ids = {r[0] for r in conn.execute("SELECT id FROM job_events")}
+                top = max(seen, default=0)
+                late.extend(i for i in ids - seen if i < top)
+                seen = ids
+
+    def write(db: Database) -> None:
+        for _ in range(150):
+            db.write_sync(jobs_sql.insert, [job()])
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        writers = [threading.Thread(target=write, args=(d,)) for d in (pg_db, other) * 2]
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join()
+    finally:
+        done.set()
+        watcher.join()
+        other.close()
+    assert late == []
+    assert table_counts(pg_db) == (600, 600)
+
+
+def _on_every_writer(db: Database, fn: Callable[[Tx], T]) -> list[T]:
+    """`fn` once in each writer thread: each write holds its writer until all have started,
+    so the next write queued goes to another writer."""
+    started, barrier = threading.Semaphore(0), threading.Barrier(len(db.writer_threads))
+    results: list[T] = []
+
+    def held(tx: Tx) -> T:
+        out = fn(tx)
+        started.release()
+        barrier.wait(10)
+        return out
+
+    callers = [
+        threading.Thread(target=lambda: results.append(db.write_sync(held)), daemon=True)
+        for _ in db.writer_threads
+    ]
+    for caller in callers:
+        caller.start()
+        assert started.acquire(timeout=10), "a write failed"
+    for caller in callers:
+        caller.join(10)
+    return results
+
+
+def test_a_writer_whose_connection_was_cut_carries_on(pg_db: Database) -> None:
+    """When the server drops the writers' connections (a restart, an idle timeout), the
+    next transaction of each writer gets a live one: the caller sees nothing of it."""
+    _on_every_writer(pg_db, lambda tx: jobs_sql.insert(tx, [job()]))
+    with psycopg.connect(_libpq(pg_db), autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None and row[0] >= len(pg_db.writer_threads)
+    rows = _on_every_writer(pg_db, lambda tx: jobs_sql.insert(tx, [job(type="pdf")]))
+    assert [r.type for (r,) in rows] == ["pdf"] * len(pg_db.writer_threads)
+    assert table_counts(pg_db) == (2 * len(pg_db.writer_threads),) * 2
