@@ -16,6 +16,7 @@ import contextlib
 import functools
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ GROUP_COMMIT_MAX = 64  # writes that may share one transaction
 # with 8 threads, ~1,200 with 1 or 2). Two let one thread run statements while the other
 # waits for its commit.
 PG_WRITERS = 2
+# How long a writer whose COMMIT raised asks PostgreSQL for that transaction's outcome.
+OUTCOME_WAIT_SECONDS = 5.0
 
 
 def normalize_url(url: str) -> URL:
@@ -84,6 +87,7 @@ class Tx:
     dialect: str
     events: list[EventRow] = field(default_factory=list)
     cursor: Any = None  # the driver's cursor, once `storage.driver` has asked for it
+    xid: str | None = None  # PostgreSQL: the transaction's id, once it appends events
 
     def record(self, row: Any, previous_status: str | None) -> None:
         """Record a status change of the job `row` (a jobs row after the change)."""
@@ -236,6 +240,8 @@ class Database:
         outcomes: list[tuple[bool, Any]]
         try:
             outcomes = [(True, r) for r in self._run_together(calls)]
+        except _CommitFailed as failed:
+            outcomes = self._after_failed_commit(failed, calls)
         except Exception as exc:
             outcomes = [(False, exc)] if len(batch) == 1 else [self._run_alone(c) for c in calls]
         by_loop: dict[asyncio.AbstractEventLoop | None, list[_Settled]] = {}
@@ -258,23 +264,77 @@ class Database:
             return
         if self._writer_conn is None or self._writer_conn.invalidated:
             self._writer_conn = self.writer.connect()
-        with self._writer_conn.begin():
-            yield self._writer_conn
+        conn = self._writer_conn
+        try:
+            with conn.begin():
+                yield conn
+        except BaseException:
+            # SQLAlchemy does not roll back a transaction whose COMMIT raised; left open,
+            # every later BEGIN on this connection would fail.
+            with contextlib.suppress(Exception):
+                raw: Any = conn.connection.driver_connection
+                if raw.in_transaction:
+                    raw.rollback()
+            raise
 
     def _run_together(self, calls: list[_Call]) -> list[Any]:
-        with self._transaction() as conn:
-            tx = Tx(conn, self.dialect)
-            results = _run_calls(tx, calls)
-            if tx.events:
-                self._append_events(tx)
+        committing = False
+        try:
+            with self._transaction() as conn:
+                tx = Tx(conn, self.dialect)
+                results = _run_calls(tx, calls)
+                if tx.events:
+                    self._append_events(tx)
+                committing = True
+        except Exception as exc:
+            if committing:
+                raise _CommitFailed(exc, results, tx) from exc
+            raise
         if tx.events:
-            for listener in self._commit_listeners:
-                listener()
+            self._notify_commit()
         return results
+
+    def _notify_commit(self) -> None:
+        for listener in self._commit_listeners:
+            listener()
+
+    def _after_failed_commit(
+        self, failed: _CommitFailed, calls: list[_Call]
+    ) -> list[tuple[bool, Any]]:
+        """The outcomes of writes whose COMMIT raised. A COMMIT can take effect and still
+        raise (the connection dropped before its answer came back): running the writes
+        again would then apply them twice. So they run again only if their transaction
+        is known to have rolled back; if it committed, they have their results; if nobody
+        can tell, each gets the error."""
+        status = self._transaction_status(failed.tx.xid)
+        if status == "committed":
+            if failed.tx.events:
+                self._notify_commit()
+            return [(True, r) for r in failed.results]
+        if status == "aborted" and len(calls) > 1:
+            return [self._run_alone(c) for c in calls]
+        return [(False, failed.error)] * len(calls)
+
+    def _transaction_status(self, xid: str | None) -> str | None:
+        """PostgreSQL's word on transaction `xid`: "committed" or "aborted"; None when it
+        cannot be told (SQLite, no id, the server out of reach or still committing)."""
+        if xid is None:
+            return None
+        deadline = time.monotonic() + OUTCOME_WAIT_SECONDS
+        while True:
+            with contextlib.suppress(sa.exc.DBAPIError), self.writer.connect() as conn:
+                status = conn.execute(_XACT_STATUS, {"xid": xid}).scalar()
+                if status in ("committed", "aborted"):
+                    return str(status)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
 
     def _run_alone(self, call: _Call) -> tuple[bool, Any]:
         try:
             return True, self._run_together([call])[0]
+        except _CommitFailed as failed:
+            return self._after_failed_commit(failed, [call])[0]
         except Exception as exc:
             return False, exc
 
@@ -286,7 +346,8 @@ class Database:
         if self.dialect == "postgresql":
             # One round trip for the lock and the NOTIFY (sent at commit whenever it is
             # queued): the lock is held until commit, so every statement after it counts.
-            driver.cursor(tx).execute(_LOCK_EVENTS)
+            # It also gives the transaction's id, to ask after it should its COMMIT fail.
+            tx.xid = driver.cursor(tx).execute(_LOCK_EVENTS).fetchone()[0]
         driver.insert_events(tx, tx.events)
 
     def close(self) -> None:
@@ -303,6 +364,14 @@ class Database:
         self._read_pool.shutdown(wait=True)
         self.writer.dispose()
         self.reader.dispose()
+
+
+class _CommitFailed(Exception):
+    """The writes ran, and then their COMMIT raised `error`."""
+
+    def __init__(self, error: Exception, results: list[Any], tx: Tx) -> None:
+        super().__init__(error)
+        self.error, self.results, self.tx = error, results, tx
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,4 +424,8 @@ def _settle(settled: list[_Settled]) -> None:
             future.set_exception(value)
 
 
-_LOCK_EVENTS = f"SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY}), pg_notify('{NOTIFY_CHANNEL}', '')"
+_LOCK_EVENTS = (
+    f"SELECT pg_current_xact_id()::text, pg_advisory_xact_lock({EVENT_LOCK_KEY}),"
+    f" pg_notify('{NOTIFY_CHANNEL}', '')"
+)
+_XACT_STATUS = sa.text("SELECT pg_xact_status(CAST(:xid AS xid8))")

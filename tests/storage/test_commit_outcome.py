@@ -1,0 +1,112 @@
+"""A COMMIT that raises: the writes it carried are never applied twice.
+
+A COMMIT can take effect on the server and still raise in the client (the connection drops
+before the answer comes back). The writers then ask PostgreSQL how that transaction ended:
+committed, every caller gets its result; rolled back, each write runs again alone. SQLite
+cannot be asked, so each caller gets the error and nothing runs again.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from queuelog.service.models import Actor, EnqueueRequest
+from queuelog.services import Services
+from queuelog.storage import jobs as jobs_sql
+from queuelog.storage.db import Tx
+from queuelog.storage.tables import job_events, jobs
+from tests.storage.test_shared_inserts import CALLERS, _enqueues, _while_writers_are_busy
+
+
+def _fail_one_commit(
+    services: Services, monkeypatch: pytest.MonkeyPatch, *, after_committing: bool
+) -> None:
+    """The first COMMIT of a transaction that inserted jobs raises what a dropped connection
+    raises, after committing (`after_committing`) or instead of it."""
+    armed = {"insert": False, "failures": 0}
+    insert = jobs_sql.insert
+
+    def inserting(tx: Tx, values: Any) -> Any:
+        armed["insert"] = True
+        return insert(tx, values)
+
+    dialect = services.db.writer.dialect
+    commit = dialect.do_commit
+    lost: Exception = (
+        psycopg.OperationalError("server closed the connection unexpectedly")
+        if services.db.dialect == "postgresql"
+        else sqlite3.OperationalError("disk I/O error")
+    )
+
+    def flaky_commit(dbapi_connection: Any) -> None:
+        if not (armed["insert"] and armed["failures"] == 0):
+            return commit(dbapi_connection)
+        armed["failures"] += 1
+        if after_committing:
+            commit(dbapi_connection)
+        raise lost
+
+    monkeypatch.setattr(jobs_sql, "insert", inserting)
+    monkeypatch.setattr(dialect, "do_commit", flaky_commit)
+
+
+def _counts(services: Services) -> tuple[int, int]:
+    def count(tx: Tx) -> tuple[int, int]:
+        n_jobs = tx.conn.execute(sa.select(sa.func.count()).select_from(jobs)).scalar_one()
+        n_events = tx.conn.execute(sa.select(sa.func.count()).select_from(job_events)).scalar_one()
+        return int(n_jobs), int(n_events)
+
+    return services.db.read_sync(count)
+
+
+async def _enqueue_through_a_failing_commit(
+    services: Services, producer: Actor, monkeypatch: pytest.MonkeyPatch, after_committing: bool
+) -> tuple[list[Any], tuple[int, int]]:
+    """What each of CALLERS enqueues queued together got, and the counts of jobs and events
+    added meanwhile."""
+    before = _counts(services)
+    _fail_one_commit(services, monkeypatch, after_committing=after_committing)
+    start = _enqueues(services, producer)
+    results = await _while_writers_are_busy(services, lambda: [_outcome(a) for a in start()])
+    after = _counts(services)
+    for _ in services.db.writer_threads:  # and then the writers carry on
+        _, created = await services.service.enqueue(producer, EnqueueRequest("email"))
+        assert created
+    return results, (after[0] - before[0], after[1] - before[1])
+
+
+async def _outcome(awaitable: Any) -> Any:
+    try:
+        return await awaitable
+    except Exception as exc:
+        return exc
+
+
+async def test_writes_whose_commit_took_effect_but_raised_are_not_run_again(
+    services: Services, producer: Actor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results, added = await _enqueue_through_a_failing_commit(services, producer, monkeypatch, True)
+    assert added == (CALLERS, CALLERS)  # each job once, with its one event: not again
+    if services.db.dialect == "postgresql":  # asked, the server says it committed
+        assert [job.payload for job, _ in results] == [{"i": i} for i in range(CALLERS)]
+        for job, _ in results:
+            assert await services.service.get(producer, job.id) == job
+    else:  # SQLite cannot tell: every caller hears of the error
+        assert all(isinstance(r, sa.exc.OperationalError) for r in results), results
+
+
+async def test_writes_whose_commit_failed_run_again_only_once_known_rolled_back(
+    services: Services, producer: Actor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results, added = await _enqueue_through_a_failing_commit(services, producer, monkeypatch, False)
+    if services.db.dialect == "postgresql":  # rolled back: each ran again, alone, and landed
+        assert [job.payload for job, _ in results] == [{"i": i} for i in range(CALLERS)]
+        assert added == (CALLERS, CALLERS)
+    else:  # not known to have rolled back: not run again, and every caller is told
+        assert all(isinstance(r, sa.exc.OperationalError) for r in results), results
+        assert added == (0, 0)
