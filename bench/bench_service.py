@@ -19,7 +19,7 @@ from bench.common import Profile, median, psycopg_url, sqlite_path
 from queuelog.config import Settings
 from queuelog.service.models import Actor, EnqueueRequest, Role
 from queuelog.services import open_services
-from queuelog.storage.db import EVENT_LOCK_KEY, NOTIFY_CHANNEL
+from queuelog.storage.driver import EVENT_LOCK_KEY, NOTIFY_CHANNEL
 from queuelog.storage.migrate import migrate
 
 PRODUCER = Actor("bench-producer", Role.PRODUCER)
@@ -34,6 +34,13 @@ _INSERT_JOB = (
 _INSERT_EVENT = (
     "INSERT INTO job_events (job_id, job_type, producer, worker_id, previous_status, status,"
     " occurred_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+# PostgreSQL: the event-order lock and the NOTIFY in the events' INSERT, as queuelog does.
+_PG_INSERT_EVENT = (
+    "WITH ev_lock AS MATERIALIZED (SELECT"
+    f" pg_advisory_xact_lock({EVENT_LOCK_KEY}), pg_notify('{NOTIFY_CHANNEL}', ''))"
+    " INSERT INTO job_events (job_id, job_type, producer, worker_id, previous_status, status,"
+    " occurred_at) SELECT ?, ?, ?, ?, ?, ?, ? FROM ev_lock"
 )
 _RESCUE = (
     "SELECT * FROM jobs WHERE status = 'running' AND lease_expires_at < ?"
@@ -98,8 +105,6 @@ class Raw:
             return
         with self.conn.transaction(), self.conn.cursor() as cur:
             body(cur)
-            cur.execute(f"SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY})")
-            cur.execute(f"NOTIFY {NOTIFY_CHANNEL}")
 
     def _event(
         self,
@@ -112,7 +117,7 @@ class Raw:
         now: datetime,
     ) -> None:
         cur.execute(
-            self._sql(_INSERT_EVENT),
+            self._sql(_INSERT_EVENT if self.dialect == "sqlite" else _PG_INSERT_EVENT),
             (job_id, job_type, PRODUCER.name, worker, previous, status, self._t(now)),
         )
 

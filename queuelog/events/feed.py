@@ -28,7 +28,8 @@ from queuelog.events.listen import listen
 from queuelog.events.sessions import KeyRevoked, Session
 from queuelog.service.models import Actor, JobEvent, Role, Status
 from queuelog.storage import events as events_sql
-from queuelog.storage.db import NOTIFY_CHANNEL, Database, Tx
+from queuelog.storage.db import Database, Tx
+from queuelog.storage.driver import NOTIFY_CHANNEL
 
 READ_BATCH = 500
 

@@ -1,4 +1,4 @@
-"""Engines and the one way to run a transaction: a whole unit of sync Core work in a thread.
+"""The one way to run a transaction: a whole unit of sync Core work in a thread.
 
 The async engine over aiosqlite costs 8-10 thread round trips per transaction; running the
 whole transaction as one synchronous function in a worker thread costs one. On SQLite every
@@ -23,20 +23,25 @@ from dataclasses import dataclass, field
 from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine import Connection
 
-from queuelog.storage import driver
+from queuelog.storage import batches, driver
+from queuelog.storage.batches import (
+    Call,
+    CommitFailed,
+    ConnectionLost,
+    Queued,
+    Rows,
+    Settled,
+    run_calls,
+    settle,
+)
+from queuelog.storage.engines import PostgresEngine, normalize_url, sqlite_engine
 
 T = TypeVar("T")
 R = TypeVar("R")
 P = ParamSpec("P")
 
-# Event rows must become visible in id order, so that a reader tailing the feed by id never
-# skips a row committed late. On PostgreSQL the writer takes this transaction-scoped
-# advisory lock just before inserting its events (the last statement of every transaction).
-EVENT_LOCK_KEY = 0x71_6C_65_76  # "qlev"
-NOTIFY_CHANNEL = "queuelog_events"
 KEYS_CHANNEL = "queuelog_keys"  # a key was revoked: replicas drop their cached keys
 GROUP_COMMIT_MAX = 64  # writes that may share one transaction
 # PostgreSQL writer threads. Writes queue up while they are busy and then share a
@@ -47,24 +52,6 @@ GROUP_COMMIT_MAX = 64  # writes that may share one transaction
 PG_WRITERS = 2
 # How long a writer whose COMMIT raised asks PostgreSQL for that transaction's outcome.
 OUTCOME_WAIT_SECONDS = 5.0
-
-
-def normalize_url(url: str) -> URL:
-    """Plain `sqlite:///…` / `postgresql://…` URLs in; the drivers we use picked here."""
-    try:
-        parsed = make_url(url)
-    except sa.exc.ArgumentError:
-        raise ValueError(
-            "cannot parse the database URL; expected sqlite:///path or postgresql://host/db"
-        ) from None
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        if parsed.database in (None, "", ":memory:"):
-            raise ValueError("queuelog needs a SQLite file, not an in-memory database")
-        return parsed.set(drivername="sqlite+pysqlite")
-    if backend in ("postgresql", "postgres"):
-        return parsed.set(drivername="postgresql+psycopg")
-    raise ValueError(f"unsupported database URL scheme {parsed.drivername!r}")
 
 
 class EventRow(NamedTuple):
@@ -116,17 +103,20 @@ class Database:
         self.url = normalize_url(url)
         self.dialect = "sqlite" if self.url.get_backend_name() == "sqlite" else "postgresql"
         self._commit_listeners: list[Callable[[], None]] = []
-        self._queue: collections.deque[_Queued] = collections.deque()
+        self._queue: collections.deque[Queued] = collections.deque()
         self._writer_conn: Connection | None = None  # SQLite: the writer thread's own
+        self.postgres: PostgresEngine | None = None
         if self.dialect == "sqlite":
             # The writer thread keeps one connection; the other serves migrations.
-            self.writer = self._sqlite_engine(2, True, sqlite_synchronous, busy_timeout_ms)
-            self.reader = self._sqlite_engine(pool_size, False, sqlite_synchronous, busy_timeout_ms)
+            engine = functools.partial(
+                sqlite_engine, synchronous=sqlite_synchronous, busy_timeout_ms=busy_timeout_ms
+            )
+            self.writer = engine(self.url, 2, immediate=True)
+            self.reader = engine(self.url, pool_size, immediate=False)
             writers = 1
         else:
-            self.writer = self.reader = sa.create_engine(
-                self.url, pool_size=pool_size + PG_WRITERS, max_overflow=0, pool_pre_ping=True
-            )
+            self.postgres = PostgresEngine(self.url, pool_size + PG_WRITERS)
+            self.writer = self.reader = self.postgres.engine
             writers = PG_WRITERS
         self._read_pool = ThreadPoolExecutor(pool_size, thread_name_prefix="queuelog-reader")
         # Writer threads sleep on a queue of wake-ups, which a write adds to only while none
@@ -143,36 +133,6 @@ class Database:
         for thread in self.writer_threads:
             thread.start()
 
-    def _sqlite_engine(
-        self, size: int, immediate: bool, synchronous: str, busy_timeout_ms: int
-    ) -> Engine:
-        engine = sa.create_engine(
-            self.url,
-            pool_size=size,
-            max_overflow=0,
-            connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
-        )
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute(f"PRAGMA synchronous={synchronous}")
-            cur.close()
-
-        begin = "BEGIN IMMEDIATE" if immediate else "BEGIN"
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn: Connection) -> None:
-            # On the driver's connection: SQLAlchemy's full execution path for a bare
-            # BEGIN cost a noticeable share of every transaction.
-            conn.connection.driver_connection.execute(begin)  # type: ignore[union-attr]
-
-        return engine
-
     def on_commit(self, listener: Callable[[], None]) -> None:
         """Call `listener` (in the writer thread) after every commit that appended events."""
         self._commit_listeners.append(listener)
@@ -186,6 +146,20 @@ class Database:
         return done.result()
 
     def read_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
+        lost = False
+        try:
+            with self.reader.begin() as conn:
+                tx = Tx(conn, self.dialect)
+                try:
+                    return fn(tx, *a, **k)
+                except Exception:
+                    lost = batches.lost(tx)
+                    raise
+        except Exception:
+            if not lost:
+                raise
+        # Its connection was dead: a read may run again, on a checked connection.
+        self._connection_lost()
         with self.reader.begin() as conn:
             return fn(Tx(conn, self.dialect), *a, **k)
 
@@ -206,10 +180,10 @@ class Database:
         If that call raises, each write runs again alone, as any write does."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[T]] = loop.create_future()
-        self._submit((_Rows(fn, rows), future, loop))
+        self._submit((Rows(fn, rows), future, loop))
         return await future
 
-    def _submit(self, queued: _Queued) -> None:
+    def _submit(self, queued: Queued) -> None:
         if self._closing:
             raise RuntimeError("the database is closed")
         self._queue.append(queued)
@@ -231,7 +205,7 @@ class Database:
     def _drain(self) -> None:
         """Run the queued writes (in a writer thread). All commit together; if any raises,
         each runs again alone, so one write's failure never undoes another's."""
-        batch: list[_Queued] = []
+        batch: list[Queued] = []
         while self._queue and len(batch) < GROUP_COMMIT_MAX:
             batch.append(self._queue.popleft())
         if not batch:
@@ -240,19 +214,19 @@ class Database:
         outcomes: list[tuple[bool, Any]]
         try:
             outcomes = [(True, r) for r in self._run_together(calls)]
-        except _CommitFailed as failed:
+        except CommitFailed as failed:
             outcomes = self._after_failed_commit(failed, calls)
         except Exception as exc:
             outcomes = [(False, exc)] if len(batch) == 1 else [self._run_alone(c) for c in calls]
-        by_loop: dict[asyncio.AbstractEventLoop | None, list[_Settled]] = {}
+        by_loop: dict[asyncio.AbstractEventLoop | None, list[Settled]] = {}
         for (_, future, loop), (ok, value) in zip(batch, outcomes, strict=True):
             by_loop.setdefault(loop, []).append((future, ok, value))
         for loop, settled in by_loop.items():
             if loop is None:  # write_sync's
-                _settle(settled)
+                settle(settled)
             else:
                 with contextlib.suppress(RuntimeError):  # that loop has closed meanwhile
-                    loop.call_soon_threadsafe(_settle, settled)
+                    loop.call_soon_threadsafe(settle, settled)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:
@@ -277,29 +251,48 @@ class Database:
                     raw.rollback()
             raise
 
-    def _run_together(self, calls: list[_Call]) -> list[Any]:
-        committing = False
+    def _run_together(self, calls: list[Call]) -> list[Any]:
+        try:
+            return self._run_once(calls, retry=True)
+        except ConnectionLost:
+            # The connection was dead (a server restart, an idle timeout) before COMMIT was
+            # sent: nothing was written. Run the writes again on a checked connection.
+            self._connection_lost()
+            return self._run_once(calls, retry=False)
+
+    def _run_once(self, calls: list[Call], *, retry: bool) -> list[Any]:
+        committing = lost = False
         try:
             with self._transaction() as conn:
                 tx = Tx(conn, self.dialect)
-                results = _run_calls(tx, calls)
-                if tx.events:
-                    self._append_events(tx)
+                try:
+                    results = run_calls(tx, calls)
+                    if tx.events:
+                        self._append_events(tx)
+                except Exception:
+                    lost = retry and batches.lost(tx)
+                    raise
                 committing = True
         except Exception as exc:
             if committing:
-                raise _CommitFailed(exc, results, tx) from exc
+                raise CommitFailed(exc, results, tx) from exc
+            if lost:
+                raise ConnectionLost from exc
             raise
         if tx.events:
             self._notify_commit()
         return results
+
+    def _connection_lost(self) -> None:
+        if self.postgres is not None:
+            self.postgres.lost()
 
     def _notify_commit(self) -> None:
         for listener in self._commit_listeners:
             listener()
 
     def _after_failed_commit(
-        self, failed: _CommitFailed, calls: list[_Call]
+        self, failed: CommitFailed, calls: list[Call]
     ) -> list[tuple[bool, Any]]:
         """The outcomes of writes whose COMMIT raised. A COMMIT can take effect and still
         raise (the connection dropped before its answer came back): running the writes
@@ -330,10 +323,10 @@ class Database:
                 return None
             time.sleep(0.05)
 
-    def _run_alone(self, call: _Call) -> tuple[bool, Any]:
+    def _run_alone(self, call: Call) -> tuple[bool, Any]:
         try:
             return True, self._run_together([call])[0]
-        except _CommitFailed as failed:
+        except CommitFailed as failed:
             return self._after_failed_commit(failed, [call])[0]
         except Exception as exc:
             return False, exc
@@ -343,12 +336,7 @@ class Database:
         return await asyncio.get_running_loop().run_in_executor(self._read_pool, call)
 
     def _append_events(self, tx: Tx) -> None:
-        if self.dialect == "postgresql":
-            # One round trip for the lock and the NOTIFY (sent at commit whenever it is
-            # queued): the lock is held until commit, so every statement after it counts.
-            # It also gives the transaction's id, to ask after it should its COMMIT fail.
-            tx.xid = driver.cursor(tx).execute(_LOCK_EVENTS).fetchone()[0]
-        driver.insert_events(tx, tx.events)
+        tx.xid = driver.insert_events(tx, tx.events)
 
     def close(self) -> None:
         """Finish every queued write, then close the connections."""
@@ -366,66 +354,4 @@ class Database:
         self.reader.dispose()
 
 
-class _CommitFailed(Exception):
-    """The writes ran, and then their COMMIT raised `error`."""
-
-    def __init__(self, error: Exception, results: list[Any], tx: Tx) -> None:
-        super().__init__(error)
-        self.error, self.results, self.tx = error, results, tx
-
-
-@dataclass(frozen=True, slots=True)
-class _Rows:
-    """A queued `write_rows`."""
-
-    fn: Callable[[Tx, list[Any]], list[Any]]
-    rows: list[Any]
-
-
-_Call = Callable[[Tx], Any] | _Rows
-# A write, where its result goes, and the event loop to settle it on (None: write_sync's).
-_Future = asyncio.Future[Any] | concurrent.futures.Future[Any]
-_Queued = tuple[_Call, _Future, asyncio.AbstractEventLoop | None]
-_Settled = tuple[_Future, bool, Any]
-
-
-def _run_calls(tx: Tx, calls: list[_Call]) -> list[Any]:
-    """Each call's result, in order; neighbouring `_Rows` of one function run as one call."""
-    results: list[Any] = []
-    i = 0
-    while i < len(calls):
-        call = calls[i]
-        if not isinstance(call, _Rows):
-            results.append(call(tx))
-            i += 1
-            continue
-        group = [call]
-        while i + len(group) < len(calls):
-            following = calls[i + len(group)]
-            if not isinstance(following, _Rows) or following.fn is not call.fn:
-                break
-            group.append(following)
-        out = call.fn(tx, [row for member in group for row in member.rows])
-        start = 0
-        for member in group:
-            results.append(out[start : start + len(member.rows)])
-            start += len(member.rows)
-        i += len(group)
-    return results
-
-
-def _settle(settled: list[_Settled]) -> None:
-    for future, ok, value in settled:
-        if future.cancelled():
-            continue
-        if ok:
-            future.set_result(value)
-        else:
-            future.set_exception(value)
-
-
-_LOCK_EVENTS = (
-    f"SELECT pg_current_xact_id()::text, pg_advisory_xact_lock({EVENT_LOCK_KEY}),"
-    f" pg_notify('{NOTIFY_CHANNEL}', '')"
-)
 _XACT_STATUS = sa.text("SELECT pg_xact_status(CAST(:xid AS xid8))")

@@ -285,12 +285,23 @@ def expired_leases(tx: Tx, now: datetime, limit: int) -> list[JobRow]:
 
 _EVENT_COLUMNS = "job_id, job_type, producer, worker_id, previous_status, status, occurred_at"
 _INSERT_EVENT = f"INSERT INTO job_events ({_EVENT_COLUMNS}) VALUES ({_marks(7)})"
-# PostgreSQL: one statement of one array per column (executemany there is one statement
-# per row); ids in ORDER BY order, so events keep the order they were recorded in.
+# Event rows must become visible in id order, so that a reader tailing the feed by id never
+# skips a row committed late. On PostgreSQL the statement that appends a transaction's
+# events (the last of every transaction) first takes this transaction-scoped advisory lock,
+# held until commit, and queues the NOTIFY sent at commit.
+EVENT_LOCK_KEY = 0x71_6C_65_76  # "qlev"
+NOTIFY_CHANNEL = "queuelog_events"
+# One statement of one array per column (executemany there is one statement per row); ids
+# in ORDER BY order, so events keep the order they were recorded in. Its rows exist only
+# once the lock is held (the join needs the CTE's row), so every id is drawn under it. It
+# returns the transaction's id, to ask after should the COMMIT fail.
 _PG_INSERT_EVENTS = (
-    f"INSERT INTO job_events ({_EVENT_COLUMNS}) SELECT {_EVENT_COLUMNS}"
-    " FROM unnest(%b::BIGINT[], %b::TEXT[], %b::TEXT[], %b::TEXT[], %b::TEXT[], %b::TEXT[],"
+    "WITH ev_lock AS MATERIALIZED (SELECT pg_current_xact_id()::text AS xid,"
+    f" pg_advisory_xact_lock({EVENT_LOCK_KEY}), pg_notify('{NOTIFY_CHANNEL}', ''))"
+    f" INSERT INTO job_events ({_EVENT_COLUMNS}) SELECT {_EVENT_COLUMNS} FROM ev_lock,"
+    " unnest(%b::BIGINT[], %b::TEXT[], %b::TEXT[], %b::TEXT[], %b::TEXT[], %b::TEXT[],"
     f" %b::TIMESTAMPTZ[]) WITH ORDINALITY AS v({_EVENT_COLUMNS}, n) ORDER BY n"
+    " RETURNING (SELECT xid FROM ev_lock)"
 )
 
 
@@ -301,16 +312,19 @@ def _sqlite_insert_events_sql(rows: int) -> str:
     )
 
 
-def insert_events(tx: Tx, rows: Sequence[Sequence[Any]]) -> None:
-    """Append events in one statement (per SQLite's variable limit); ids ascend in order."""
+def insert_events(tx: Tx, rows: Sequence[Sequence[Any]]) -> str | None:
+    """Append events in one statement (per SQLite's variable limit); ids ascend in order.
+    On PostgreSQL, under the event-order lock; it returns the transaction's id."""
+    if tx.dialect == "postgresql":
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        found = cursor(tx).execute(_PG_INSERT_EVENTS, columns).fetchone()
+        return None if found is None else str(found[0])
     if len(rows) == 1:
         execute(tx, _INSERT_EVENT, rows[0])
-    elif tx.dialect == "postgresql":
-        columns = [list(column) for column in zip(*rows, strict=True)]
-        cursor(tx).execute(_PG_INSERT_EVENTS, columns)
-    else:
-        cur, most = cursor(tx), SQLITE_MAX_VARIABLES // 7
-        for start in range(0, len(rows), most):
-            chunk = rows[start : start + most]
-            params = [bind("sqlite", v) for row in chunk for v in row]
-            cur.execute(_sqlite_insert_events_sql(len(chunk)), params)
+        return None
+    cur, most = cursor(tx), SQLITE_MAX_VARIABLES // 7
+    for start in range(0, len(rows), most):
+        chunk = rows[start : start + most]
+        params = [bind("sqlite", v) for row in chunk for v in row]
+        cur.execute(_sqlite_insert_events_sql(len(chunk)), params)
+    return None

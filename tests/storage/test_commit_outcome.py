@@ -19,7 +19,7 @@ from queuelog.service.models import Actor, EnqueueRequest
 from queuelog.services import Services
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Tx
-from queuelog.storage.tables import job_events, jobs
+from tests.storage.rows import table_counts
 from tests.storage.test_shared_inserts import CALLERS, _enqueues, _while_writers_are_busy
 
 
@@ -55,25 +55,16 @@ def _fail_one_commit(
     monkeypatch.setattr(dialect, "do_commit", flaky_commit)
 
 
-def _counts(services: Services) -> tuple[int, int]:
-    def count(tx: Tx) -> tuple[int, int]:
-        n_jobs = tx.conn.execute(sa.select(sa.func.count()).select_from(jobs)).scalar_one()
-        n_events = tx.conn.execute(sa.select(sa.func.count()).select_from(job_events)).scalar_one()
-        return int(n_jobs), int(n_events)
-
-    return services.db.read_sync(count)
-
-
 async def _enqueue_through_a_failing_commit(
     services: Services, producer: Actor, monkeypatch: pytest.MonkeyPatch, after_committing: bool
 ) -> tuple[list[Any], tuple[int, int]]:
     """What each of CALLERS enqueues queued together got, and the counts of jobs and events
     added meanwhile."""
-    before = _counts(services)
+    before = table_counts(services.db)
     _fail_one_commit(services, monkeypatch, after_committing=after_committing)
     start = _enqueues(services, producer)
     results = await _while_writers_are_busy(services, lambda: [_outcome(a) for a in start()])
-    after = _counts(services)
+    after = table_counts(services.db)
     for _ in services.db.writer_threads:  # and then the writers carry on
         _, created = await services.service.enqueue(producer, EnqueueRequest("email"))
         assert created

@@ -1,15 +1,17 @@
 """PostgreSQL's writers: event ids become visible in id order however many writers and
-processes commit at once, and writers whose connections were cut carry on."""
+processes commit at once, and writers and readers whose connections were cut carry on."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import psycopg
 import pytest
 
+from queuelog.storage import engines
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, Tx
 from tests.storage.rows import job, table_counts
@@ -93,12 +95,64 @@ def test_a_writer_whose_connection_was_cut_carries_on(pg_db: Database) -> None:
     """When the server drops the writers' connections (a restart, an idle timeout), the
     next transaction of each writer gets a live one: the caller sees nothing of it."""
     _on_every_writer(pg_db, lambda tx: jobs_sql.insert(tx, [job()]))
-    with psycopg.connect(_libpq(pg_db), autocommit=True) as admin:
+    assert _terminate_others(pg_db) >= len(pg_db.writer_threads)
+    rows = _on_every_writer(pg_db, lambda tx: jobs_sql.insert(tx, [job(type="pdf")]))
+    assert [r.type for (r,) in rows] == ["pdf"] * len(pg_db.writer_threads)
+    assert table_counts(pg_db) == (2 * len(pg_db.writer_threads),) * 2
+
+
+def _terminate_others(db: Database) -> int:
+    with psycopg.connect(_libpq(db), autocommit=True) as admin:
         row = admin.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
         ).fetchone()
-    assert row is not None and row[0] >= len(pg_db.writer_threads)
-    rows = _on_every_writer(pg_db, lambda tx: jobs_sql.insert(tx, [job(type="pdf")]))
-    assert [r.type for (r,) in rows] == ["pdf"] * len(pg_db.writer_threads)
-    assert table_counts(pg_db) == (2 * len(pg_db.writer_threads),) * 2
+    assert row is not None
+    return int(row[0])
+
+
+def _on_pooled_connections(db: Database, n: int) -> list[tuple[int, int]]:
+    """`table_counts` from `n` threads at once, each on a pooled connection of its own."""
+    barrier = threading.Barrier(n)
+
+    def held(tx: Tx) -> None:
+        barrier.wait(10)
+
+    results: list[tuple[int, int]] = []
+
+    def read() -> None:
+        db.read_sync(held)
+        results.append(table_counts(db))
+
+    threads = [threading.Thread(target=read) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results
+
+
+def test_readers_whose_connections_were_cut_carry_on(pg_db: Database) -> None:
+    """Reads on connections the server dropped run again on live ones: the caller sees
+    nothing of it."""
+    _on_every_writer(pg_db, lambda tx: jobs_sql.insert(tx, [job()]))
+    assert len(_on_pooled_connections(pg_db, 6)) == 6
+    assert _terminate_others(pg_db) >= 6
+    expected = (len(pg_db.writer_threads),) * 2
+    assert [table_counts(pg_db) for _ in range(3)] == [expected] * 3
+    assert _on_pooled_connections(pg_db, 6) == [expected] * 6
+
+
+def test_a_connection_idle_past_the_ping_interval_is_checked_before_use(
+    pg_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pooled connections are not pinged at every checkout (a round trip per transaction),
+    only when idle for a while: a connection dropped meanwhile is replaced before any
+    statement runs on it."""
+    monkeypatch.setattr(engines, "PING_IDLE_SECONDS", 0.05)
+    assert table_counts(pg_db) == (0, 0)
+    assert _terminate_others(pg_db) >= 1
+    time.sleep(0.1)
+    assert table_counts(pg_db) == (0, 0)
+    assert pg_db.postgres is not None
+    assert pg_db.postgres.lost_at == 0.0  # the ping caught it: no statement failed

@@ -1,0 +1,89 @@
+"""The writers' batches: writes queued together, run as one transaction, and settled."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from queuelog.storage.db import Tx
+
+
+class ConnectionLost(Exception):
+    """The writes failed because their connection was gone: they may run again."""
+
+
+class CommitFailed(Exception):
+    """The writes ran, and then their COMMIT raised `error`."""
+
+    def __init__(self, error: Exception, results: list[Any], tx: Tx) -> None:
+        super().__init__(error)
+        self.error, self.results, self.tx = error, results, tx
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """A queued `write_rows`."""
+
+    fn: Callable[[Tx, list[Any]], list[Any]]
+    rows: list[Any]
+
+
+Call = Callable[["Tx"], Any] | Rows
+# A write, where its result goes, and the event loop to settle it on (None: write_sync's).
+Future = asyncio.Future[Any] | concurrent.futures.Future[Any]
+Queued = tuple[Call, Future, asyncio.AbstractEventLoop | None]
+Settled = tuple[Future, bool, Any]
+
+
+def run_calls(tx: Tx, calls: list[Call]) -> list[Any]:
+    """Each call's result, in order; neighbouring `Rows` of one function run as one call."""
+    results: list[Any] = []
+    i = 0
+    while i < len(calls):
+        call = calls[i]
+        if not isinstance(call, Rows):
+            results.append(call(tx))
+            i += 1
+            continue
+        group = [call]
+        while i + len(group) < len(calls):
+            following = calls[i + len(group)]
+            if not isinstance(following, Rows) or following.fn is not call.fn:
+                break
+            group.append(following)
+        out = call.fn(tx, [row for member in group for row in member.rows])
+        start = 0
+        for member in group:
+            results.append(out[start : start + len(member.rows)])
+            start += len(member.rows)
+        i += len(group)
+    return results
+
+
+def lost(tx: Tx) -> bool:
+    """Whether `tx`'s PostgreSQL connection is gone."""
+    if tx.dialect != "postgresql":
+        return False
+    if tx.conn.invalidated:
+        return True
+    try:
+        raw: Any = tx.conn.connection.driver_connection
+    except sa.exc.SQLAlchemyError:
+        return True
+    return bool(raw.broken or raw.closed)
+
+
+def settle(settled: list[Settled]) -> None:
+    for future, ok, value in settled:
+        if future.cancelled():
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
