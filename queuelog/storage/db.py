@@ -299,6 +299,7 @@ class Database:
         again would then apply them twice. So they run again only if their transaction
         is known to have rolled back; if it committed, they have their results; if nobody
         can tell, each gets the error."""
+        self._connection_lost()  # most often the cause: check pooled connections first
         status = self._transaction_status(failed.tx.xid)
         if status == "committed":
             if failed.tx.events:

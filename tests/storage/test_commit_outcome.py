@@ -9,6 +9,7 @@ cannot be asked, so each caller gets the error and nothing runs again.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from typing import Any
 
 import psycopg
@@ -28,11 +29,12 @@ def _fail_one_commit(
 ) -> None:
     """The first COMMIT of a transaction that inserted jobs raises what a dropped connection
     raises, after committing (`after_committing`) or instead of it."""
-    armed = {"insert": False, "failures": 0}
+    inserted = threading.local()  # per writer thread: its transaction inserted jobs
+    failures = []
     insert = jobs_sql.insert
 
     def inserting(tx: Tx, values: Any) -> Any:
-        armed["insert"] = True
+        inserted.jobs = True
         return insert(tx, values)
 
     dialect = services.db.writer.dialect
@@ -44,9 +46,10 @@ def _fail_one_commit(
     )
 
     def flaky_commit(dbapi_connection: Any) -> None:
-        if not (armed["insert"] and armed["failures"] == 0):
+        ours, inserted.jobs = getattr(inserted, "jobs", False), False
+        if not ours or failures:
             return commit(dbapi_connection)
-        armed["failures"] += 1
+        failures.append(lost)
         if after_committing:
             commit(dbapi_connection)
         raise lost
