@@ -103,7 +103,12 @@ class JobService:
             raise errors.ValidationFailed(f"give 1 to {BATCH_MAX} inputs", ["inputs"])
         now = self.clock()  # one instant for the batch: one transaction, input order kept
         rows = [self._row(actor, r, ["inputs", str(i)], now) for i, r in enumerate(reqs)]
-        return [Job.from_row(r) for r in await self.db.write(self._enqueue_many, rows)]
+        if all(r["idempotency_key"] is None for r in rows):
+            # One INSERT, which concurrent batches and enqueues queued meanwhile share.
+            inserted = await self.db.write_rows(jobs_sql.insert, rows)
+        else:
+            inserted = await self.db.write(self._enqueue_many, rows)
+        return [Job.from_row(r) for r in inserted]
 
     def _row(
         self, actor: Actor, req: EnqueueRequest, prefix: list[str], now: datetime | None = None

@@ -87,3 +87,36 @@ async def test_a_failing_shared_insert_runs_each_caller_alone(
     assert calls == [CALLERS] + [1] * CALLERS
     assert [job.payload for job, _ in results] == [{"i": i} for i in range(CALLERS)]
     assert len({job.id for job, _ in results}) == CALLERS
+
+
+async def test_batches_without_keys_queued_together_share_one_insert(
+    services: Services, producer: Actor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Concurrent enqueueJobs batches (and single enqueues) queued meanwhile become one
+    INSERT; each caller gets its own jobs, in its order."""
+    calls: list[int] = []
+    real = jobs_sql.insert
+
+    def counted(tx: Tx, values: Any) -> Any:
+        calls.append(len(values))
+        return real(tx, values)
+
+    monkeypatch.setattr(jobs_sql, "insert", counted)
+    svc = services.service
+
+    def start() -> list[Awaitable[Any]]:
+        batches: list[Awaitable[Any]] = [
+            svc.enqueue_many(
+                producer, [EnqueueRequest("email", payload={"b": b, "i": i}) for i in range(5)]
+            )
+            for b in range(4)
+        ]
+        return [*batches, svc.enqueue(producer, EnqueueRequest("email", payload={"single": 1}))]
+
+    *batches, (single, _) = await _while_writers_are_busy(services, start)
+    assert calls == [4 * 5 + 1]
+    for b, jobs in enumerate(batches):
+        assert [j.payload for j in jobs] == [{"b": b, "i": i} for i in range(5)]
+    assert single.payload == {"single": 1}
+    ids = [j.id for jobs in batches for j in jobs] + [single.id]
+    assert ids == sorted(ids) and len(set(ids)) == 21
