@@ -49,9 +49,8 @@ def _enqueues(services: Services, producer: Actor) -> Callable[[], list[Awaitabl
     ]
 
 
-async def test_enqueues_queued_together_share_one_insert(
-    services: Services, producer: Actor, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _count_inserts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of rows of each `jobs_sql.insert` from now on."""
     calls: list[int] = []
     real = jobs_sql.insert
 
@@ -60,6 +59,13 @@ async def test_enqueues_queued_together_share_one_insert(
         return real(tx, values)
 
     monkeypatch.setattr(jobs_sql, "insert", counted)
+    return calls
+
+
+async def test_enqueues_queued_together_share_one_insert(
+    services: Services, producer: Actor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _count_inserts(monkeypatch)
     results = await _while_writers_are_busy(services, _enqueues(services, producer))
     assert calls == [CALLERS]
     jobs: list[Job] = [job for job, created in results if created]
@@ -94,14 +100,7 @@ async def test_batches_without_keys_queued_together_share_one_insert(
 ) -> None:
     """Concurrent enqueueJobs batches (and single enqueues) queued meanwhile become one
     INSERT; each caller gets its own jobs, in its order."""
-    calls: list[int] = []
-    real = jobs_sql.insert
-
-    def counted(tx: Tx, values: Any) -> Any:
-        calls.append(len(values))
-        return real(tx, values)
-
-    monkeypatch.setattr(jobs_sql, "insert", counted)
+    calls = _count_inserts(monkeypatch)
     svc = services.service
 
     def start() -> list[Awaitable[Any]]:
