@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,22 @@ def lost(tx: Tx) -> bool:
     except sa.exc.SQLAlchemyError:
         return True
     return bool(raw.broken or raw.closed)
+
+
+@contextlib.contextmanager
+def marking_lost(tx: Tx, retry: bool) -> Iterator[None]:
+    """Within a transaction, before its COMMIT: an error that found `tx`'s connection gone
+    invalidates it (the pool drops it, and nothing tries to roll back on it) and becomes
+    ConnectionLost (if `retry`), so that the caller runs the work once more."""
+    try:
+        yield
+    except Exception as exc:
+        if lost(tx):
+            with contextlib.suppress(Exception):
+                tx.conn.invalidate()
+            if retry:
+                raise ConnectionLost from exc
+        raise
 
 
 def settle(settled: list[Settled]) -> None:

@@ -146,22 +146,22 @@ class Database:
         return done.result()
 
     def read_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
-        lost = False
-        try:
+        def read(retry: bool) -> T:
             with self.reader.begin() as conn:
                 tx = Tx(conn, self.dialect)
-                try:
+                with batches.marking_lost(tx, retry):
                     return fn(tx, *a, **k)
-                except Exception:
-                    lost = batches.lost(tx)
-                    raise
-        except Exception:
-            if not lost:
-                raise
-        # Its connection was dead: a read may run again, on a checked connection.
-        self._connection_lost()
-        with self.reader.begin() as conn:
-            return fn(Tx(conn, self.dialect), *a, **k)
+
+        return self._once_more_if_lost(read)
+
+    def _once_more_if_lost(self, run: Callable[[bool], T]) -> T:
+        """`run(True)`; if its connection was dead (a server restart, an idle timeout)
+        before any COMMIT, nothing took effect: `run(False)` on a checked connection."""
+        try:
+            return run(True)
+        except ConnectionLost:
+            self._connection_lost()
+            return run(False)
 
     async def write(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
@@ -252,32 +252,21 @@ class Database:
             raise
 
     def _run_together(self, calls: list[Call]) -> list[Any]:
-        try:
-            return self._run_once(calls, retry=True)
-        except ConnectionLost:
-            # The connection was dead (a server restart, an idle timeout) before COMMIT was
-            # sent: nothing was written. Run the writes again on a checked connection.
-            self._connection_lost()
-            return self._run_once(calls, retry=False)
+        return self._once_more_if_lost(functools.partial(self._run_once, calls))
 
-    def _run_once(self, calls: list[Call], *, retry: bool) -> list[Any]:
-        committing = lost = False
+    def _run_once(self, calls: list[Call], retry: bool) -> list[Any]:
+        committing = False
         try:
             with self._transaction() as conn:
                 tx = Tx(conn, self.dialect)
-                try:
+                with batches.marking_lost(tx, retry):
                     results = run_calls(tx, calls)
                     if tx.events:
                         self._append_events(tx)
-                except Exception:
-                    lost = retry and batches.lost(tx)
-                    raise
                 committing = True
         except Exception as exc:
             if committing:
                 raise CommitFailed(exc, results, tx) from exc
-            if lost:
-                raise ConnectionLost from exc
             raise
         if tx.events:
             self._notify_commit()
