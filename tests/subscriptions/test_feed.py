@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from queuelog.config import Settings
 from queuelog.events.feed import CursorExpired, EventFeed, Interest
@@ -159,6 +160,50 @@ async def test_postgres_notify_wakes_the_reader_for_another_process_s_commit(
     await feed.start()
     elsewhere = open_services(settings)  # its commits do not call this feed's hook
     try:
+        follower = feed.follow(feed.head, ADMIN)
+        job, _ = await elsewhere.service.enqueue(PRODUCER, EnqueueRequest("email"))
+        async with asyncio.timeout(30):
+            (event,) = await take(follower, 1)
+        assert event.job_id == job.id
+        await follower.aclose()
+    finally:
+        elsewhere.db.close()
+        await feed.stop()
+
+
+async def _new_listen_backend(services: Services, known: set[int]) -> set[int]:
+    """The LISTEN connections open, once one not in `known` is."""
+
+    def read(tx: Any) -> set[int]:
+        rows = tx.conn.execute(
+            sa.text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND starts_with(query, 'LISTEN') AND pid <> pg_backend_pid()"
+            )
+        )
+        return {pid for (pid,) in rows}
+
+    async with asyncio.timeout(30):
+        while True:
+            pids = await services.db.read(read)
+            if pids - known:
+                return pids
+            await asyncio.sleep(0.05)
+
+
+async def test_postgres_listener_reconnects_after_its_connection_is_cut(
+    services: Services, settings: Settings
+) -> None:
+    if services.db.dialect != "postgresql":
+        pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
+    feed = EventFeed(services.db, poll_interval=3600)  # no polling: only NOTIFY wakes it
+    await feed.start()
+    elsewhere = open_services(settings)
+    try:
+        before = await _new_listen_backend(services, set())
+        cut = sa.text("SELECT pg_terminate_backend(pid) FROM unnest(:pids) AS t(pid)")
+        await services.db.read(lambda tx: tx.conn.execute(cut, {"pids": sorted(before)}).all())
+        await _new_listen_backend(services, before)  # after the listener's retry delay
         follower = feed.follow(feed.head, ADMIN)
         job, _ = await elsewhere.service.enqueue(PRODUCER, EnqueueRequest("email"))
         async with asyncio.timeout(30):
