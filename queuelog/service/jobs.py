@@ -255,7 +255,7 @@ class JobService:
                 "updated_at": now,
             }
 
-        return Job.from_row(await self.db.write(self._settle, actor, job_id, values))
+        return Job.from_row(await self.db.write(self._settle, actor, job_id, values, by_row=False))
 
     async def fail(
         self, actor: Actor, job_id: int, error: str, retryable: bool = True
@@ -310,18 +310,27 @@ class JobService:
         actor: Actor,
         job_id: int,
         values: Callable[[Any, datetime], dict[str, Any]],
+        *,
+        by_row: bool = True,
     ) -> Any:
-        """Apply a holder-only transition: only the worker holding a live lease may."""
+        """Apply a holder-only transition: only the worker holding a live lease may. When
+        the new values do not depend on the row (`by_row` False, `values` gets None), the
+        compare-and-set, which checks the holder itself, goes first, and the row is read
+        only to explain a refusal: one statement fewer for every complete."""
         now = self.clock()
-        row = jobs_sql.get(tx, job_id)
-        if row is not None and ownership.holds(actor, row, now):
-            done = jobs_sql.transition(
-                tx, job_id, RUNNING, values(row, now), worker=actor.name, lease_live_at=now
-            )
-            if done is not None:
-                return done
+        if by_row:
             row = jobs_sql.get(tx, job_id)
-        raise ownership.refusal(tx, actor, row, job_id)
+            if row is None or not ownership.holds(actor, row, now):
+                raise ownership.refusal(tx, actor, row, job_id)
+            values_now = values(row, now)
+        else:
+            values_now = values(None, now)
+        done = jobs_sql.transition(
+            tx, job_id, RUNNING, values_now, worker=actor.name, lease_live_at=now
+        )
+        if done is not None:
+            return done
+        raise ownership.refusal(tx, actor, jobs_sql.get(tx, job_id), job_id)
 
     # -- leases -------------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from queuelog.service.models import Actor, EnqueueRequest
+from queuelog.service import errors
+from queuelog.service.models import Actor, EnqueueRequest, Role
 from queuelog.services import Services
 from queuelog.storage import driver
 from queuelog.storage.db import Tx
@@ -204,10 +205,8 @@ class _Counted:
         return getattr(self._cursor, name)
 
 
-async def test_batches_take_one_statement_each(
-    services: Services, producer: Actor, worker: Actor, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """enqueueJobs and claimJobs cost a fixed number of statements, not one per job."""
+def _statements(services: Services, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The kinds of the statements the writer sends from now on (Core's and the driver's)."""
     seen: list[str] = []
 
     def count(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
@@ -222,6 +221,14 @@ async def test_batches_take_one_statement_each(
         return tx.cursor
 
     monkeypatch.setattr(driver, "cursor", counted_cursor)
+    return seen
+
+
+async def test_batches_take_one_statement_each(
+    services: Services, producer: Actor, worker: Actor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """enqueueJobs and claimJobs cost a fixed number of statements, not one per job."""
+    seen = _statements(services, monkeypatch)
 
     def req(i: int) -> EnqueueRequest:
         if i % 2 == 0:
@@ -244,3 +251,21 @@ async def test_batches_take_one_statement_each(
     assert sum(s.startswith("INSERT INTO JOB_EVENTS") for s in seen) == 1, seen
     # One claim statement (SQLite: UPDATE ... WHERE id IN (SELECT ...); PostgreSQL: a CTE).
     assert sum(s.startswith(("UPDATE JOBS", "WITH CHOSEN")) for s in seen) == 1, seen
+
+
+async def test_complete_is_one_statement_on_jobs(
+    services: Services, producer: Actor, worker: Actor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A complete is a compare-and-set alone: the row is read only to explain a refusal."""
+    await services.service.enqueue_many(producer, [EnqueueRequest(type="email")] * 2)
+    first, second = await services.service.claim(worker, ["email"], 60, 2)
+    seen = _statements(services, monkeypatch)
+    done = await services.service.complete(worker, first.id, {"ok": True})
+    assert done.status.value == "completed" and done.result == {"ok": True}
+    assert [s for s in seen if s != "INSERT INTO JOB_EVENTS"] == ["UPDATE JOBS SET"], seen
+
+    other = Actor("another-worker", Role.WORKER)
+    with pytest.raises(errors.NotJobOwner, match="held by another worker"):
+        await services.service.complete(other, second.id, None)
+    with pytest.raises(errors.InvalidState, match="is completed, not running"):
+        await services.service.complete(worker, first.id, None)
