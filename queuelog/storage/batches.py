@@ -43,27 +43,24 @@ Settled = tuple[Future, bool, Any]
 
 
 def run_calls(tx: Tx, calls: list[Call]) -> list[Any]:
-    """Each call's result, in order; neighbouring `Rows` of one function run as one call."""
-    results: list[Any] = []
-    i = 0
-    while i < len(calls):
-        call = calls[i]
-        if not isinstance(call, Rows):
-            results.append(call(tx))
-            i += 1
-            continue
-        group = [call]
-        while i + len(group) < len(calls):
-            following = calls[i + len(group)]
-            if not isinstance(following, Rows) or following.fn is not call.fn:
-                break
-            group.append(following)
-        out = call.fn(tx, [row for member in group for row in member.rows])
+    """Each call's result, in order. The `Rows` run last, those of one function as one call
+    over all their rows: concurrent inserts become one statement, and on PostgreSQL, where
+    that statement takes the event-order lock (held until COMMIT), the other writes of the
+    transaction run before it, not under it. (The writes of one batch were queued
+    concurrently: no caller can tell the order they ran in.)"""
+    results: list[Any] = [None] * len(calls)
+    groups: dict[Callable[[Tx, list[Any]], list[Any]], list[tuple[int, Rows]]] = {}
+    for i, call in enumerate(calls):
+        if isinstance(call, Rows):
+            groups.setdefault(call.fn, []).append((i, call))
+        else:
+            results[i] = call(tx)
+    for fn, members in groups.items():
+        out = fn(tx, [row for _, member in members for row in member.rows])
         start = 0
-        for member in group:
-            results.append(out[start : start + len(member.rows)])
+        for i, member in members:
+            results[i] = out[start : start + len(member.rows)]
             start += len(member.rows)
-        i += len(group)
     return results
 
 

@@ -75,6 +75,12 @@ class Tx:
     events: list[EventRow] = field(default_factory=list)
     cursor: Any = None  # the driver's cursor, once `storage.driver` has asked for it
     xid: str | None = None  # PostgreSQL: the transaction's id, once it appends events
+    appended: bool = False  # events went in with the statement that made them (PostgreSQL)
+
+    @property
+    def has_events(self) -> bool:
+        """Whether this transaction appends events (so its commit wakes the feed)."""
+        return self.appended or bool(self.events)
 
     def record(self, row: Any, previous_status: str | None) -> None:
         """Record a status change of the job `row` (a jobs row after the change)."""
@@ -268,7 +274,7 @@ class Database:
             if committing:
                 raise CommitFailed(exc, results, tx) from exc
             raise
-        if tx.events:
+        if tx.has_events:
             self._notify_commit()
         return results
 
@@ -291,7 +297,7 @@ class Database:
         self._connection_lost()  # most often the cause: check pooled connections first
         status = self._transaction_status(failed.tx.xid)
         if status == "committed":
-            if failed.tx.events:
+            if failed.tx.has_events:
                 self._notify_commit()
             return [(True, r) for r in failed.results]
         if status == "aborted" and len(calls) > 1:

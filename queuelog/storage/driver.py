@@ -182,6 +182,36 @@ def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _insert_with_events_sql(names: tuple[str, ...]) -> str:
+    # The events' INSERT reads the jobs' RETURNING joined to the event-order lock's CTE, so
+    # every event id is drawn under the lock, as in _PG_INSERT_EVENTS. That CTE is not read
+    # by the outer SELECT, whose sort has taken every job first: PostgreSQL runs it after,
+    # so the jobs' own insert stays outside the lock.
+    return (
+        f"WITH ins AS ({_insert_sql('postgresql', names, 0)}),"
+        f" ev_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY}),"
+        f" pg_notify('{NOTIFY_CHANNEL}', '')),"
+        f" ev AS (INSERT INTO job_events ({_EVENT_COLUMNS})"
+        " SELECT id, type, producer, worker_id, NULL, status, updated_at"
+        " FROM ev_lock, ins ORDER BY id)"
+        f" SELECT {_COLUMNS}, pg_current_xact_id()::text FROM ins ORDER BY id"
+    )
+
+
+def insert_with_events(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
+    """PostgreSQL: `insert` and the jobs' creation events in one statement (one round trip,
+    and no event rows built and sent from here), under the event-order lock like
+    `insert_events`. Rows back in input order."""
+    names = tuple(values[0])
+    cur = cursor(tx)
+    cur.execute(_insert_with_events_sql(names), [[v[n] for v in values] for n in names])
+    raw = cur.fetchall()
+    tx.appended = True
+    tx.xid = raw[0][-1]
+    return [_row("postgresql", r[:-1]) for r in raw]
+
+
 def get(tx: Tx, job_id: int) -> JobRow | None:
     found = execute(tx, f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", [job_id])
     return found[0] if found else None

@@ -41,6 +41,8 @@ _BY_KEY = sa.select(*ALL).where(
 
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
     """Insert jobs (none with an idempotency key), in order, recording their creation."""
+    if tx.dialect == "postgresql":  # the creation events go in with the same statement
+        return driver.insert_with_events(tx, values)
     rows = driver.insert(tx, values)
     for row in rows:
         tx.record(row, None)
