@@ -220,7 +220,8 @@ class JobService:
         self, tx: Tx, worker: str, types: list[str], lease_seconds: int | None, limit: int
     ) -> list[Any]:
         now = self.clock()
-        self._rescue(tx, now)
+        if tx.first("rescue"):  # claims batched together share one rescue
+            self._rescue(tx, now)
         lease_until = {
             t: now + timedelta(seconds=lease_seconds or self.types[t].lease_seconds) for t in types
         }

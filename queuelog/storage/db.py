@@ -76,6 +76,15 @@ class Tx:
     cursor: Any = None  # the driver's cursor, once `storage.driver` has asked for it
     xid: str | None = None  # PostgreSQL: the transaction's id, once it appends events
     appended: bool = False  # events went in with the statement that made them (PostgreSQL)
+    done: set[str] = field(default_factory=set)  # see `first`
+
+    def first(self, what: str) -> bool:
+        """True the first time `what` is asked about in this transaction: for work that one
+        write does on behalf of every write batched with it (a claim's lease rescue)."""
+        if what in self.done:
+            return False
+        self.done.add(what)
+        return True
 
     @property
     def has_events(self) -> bool:

@@ -274,3 +274,26 @@ async def test_complete_is_one_statement_on_jobs(
         await services.service.complete(other, second.id, None)
     with pytest.raises(errors.InvalidState, match="is completed, not running"):
         await services.service.complete(worker, first.id, None)
+
+
+async def test_claims_batched_together_share_one_rescue(
+    services: Services, producer: Actor, worker: Actor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease rescue a claim runs first is done once per transaction, however many
+    claims the writer batched into it."""
+    service = services.service
+    await service.enqueue_many(producer, [EnqueueRequest(type="email")] * 3)
+    rescues: list[Any] = []
+    rescue = service._rescue
+
+    def counted(tx: Tx, now: Any) -> int:
+        rescues.append(now)
+        return rescue(tx, now)
+
+    monkeypatch.setattr(service, "_rescue", counted)
+    claimed = services.db.write_sync(
+        lambda tx: [service._claim(tx, worker.name, ["email"], None, 1) for _ in range(3)]
+    )
+    assert [len(jobs) for jobs in claimed] == [1, 1, 1]
+    assert len({job.id for jobs in claimed for job in jobs}) == 3
+    assert len(rescues) == 1
