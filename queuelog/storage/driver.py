@@ -83,7 +83,7 @@ def bind(dialect: str, value: Any) -> Any:
     return text
 
 
-_last_time: tuple[str, datetime | None] = ("", None)  # the same for read rows
+_last_time: tuple[str, datetime] = ("", datetime.min)  # the same for read rows
 
 
 def _time(text: str) -> datetime:
@@ -91,7 +91,7 @@ def _time(text: str) -> datetime:
     global _last_time
     last = _last_time
     if text == last[0]:
-        return last[1]  # type: ignore[return-value]
+        return last[1]
     value = datetime.fromisoformat(text + "+00:00")
     _last_time = (text, value)
     return value
