@@ -1,4 +1,5 @@
-"""JobService: the state machine, leases, retries, idempotency and who may see what.
+"""JobService: the state machine, leases, retries, idempotency and who may see what (its
+reads are in `service.reads`).
 
 No SQL here and no GraphQL: storage applies each transition as a compare-and-set; this
 module decides which transition, and what to tell a caller whose transition was refused.
@@ -14,25 +15,15 @@ from typing import Any
 from queuelog.config import JobTypeConfig, Settings
 from queuelog.service import errors, ownership, validation
 from queuelog.service.backoff import backoff_seconds
-from queuelog.service.models import (
-    Actor,
-    EnqueueRequest,
-    Job,
-    JobEvent,
-    Page,
-    Role,
-    Status,
-)
+from queuelog.service.models import Actor, EnqueueRequest, Job, Role
 from queuelog.service.ownership import LEASE_EXPIRED, PENDING, RUNNING
+from queuelog.service.reads import JobReads, visible
 from queuelog.service.sanitize import sanitize_error
-from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, Tx
 
 BATCH_MAX = 500
 CLAIM_MAX = 100
-PAGE_MAX = 100
-EVENTS_MAX = 1_000
 RESCUE_BATCH = 100
 
 
@@ -40,29 +31,12 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def visible(actor: Actor, row: Any) -> bool:
-    return actor.may_see(row.producer, row.worker_id)
-
-
-def _scope(actor: Actor) -> dict[str, str | None]:
-    return {
-        "producer": actor.name if actor.role is Role.PRODUCER else None,
-        "worker": actor.name if actor.role is Role.WORKER else None,
-    }
-
-
-def _matchable(job_type: str | None) -> bool:
-    """Configured job types are printable; a filter that is not matches no job (and
-    PostgreSQL would refuse its NUL characters outright)."""
-    return job_type is None or job_type.isprintable()
-
-
 def _require(actor: Actor, *roles: Role) -> None:
     if actor.role is not Role.ADMIN and actor.role not in roles:
         raise errors.Forbidden(f"the {actor.role.value} role may not do this")
 
 
-class JobService:
+class JobService(JobReads):
     def __init__(
         self,
         db: Database,
@@ -363,47 +337,3 @@ class JobService:
             if jobs_sql.transition(tx, row.id, RUNNING, values, worker=row.worker_id):
                 rescued += 1
         return rescued
-
-    # -- reads --------------------------------------------------------------------------
-
-    async def get(self, actor: Actor, job_id: int) -> Job | None:
-        row = await self.db.read(jobs_sql.get, job_id)
-        return Job.from_row(row) if row is not None and visible(actor, row) else None
-
-    async def page(
-        self,
-        actor: Actor,
-        *,
-        status: Status | None,
-        job_type: str | None,
-        first: int,
-        after: str | None,
-    ) -> Page:
-        validation.bounded(first, 1, PAGE_MAX, "first", ["first"])
-        before_id = None
-        if after is not None:
-            if not (after.isascii() and after.isdigit()) or len(after) > 18:
-                raise errors.ValidationFailed("after is not a cursor from this list", ["after"])
-            before_id = int(after)
-        if not _matchable(job_type):
-            return Page([], False, 0)
-        rows, more, total = await self.db.read(
-            jobs_sql.page,
-            **_scope(actor),
-            status=None if status is None else status.value,
-            job_type=job_type,
-            first=first,
-            before_id=before_id,
-        )
-        return Page([Job.from_row(r) for r in rows], more, total)
-
-    async def counts(self, actor: Actor, job_type: str | None) -> dict[str, int]:
-        if not _matchable(job_type):
-            return {s.value: 0 for s in Status}
-        return await self.db.read(jobs_sql.counts, **_scope(actor), job_type=job_type)
-
-    async def history(self, job_id: int, first: int) -> list[JobEvent]:
-        """A job's events, oldest first (the caller has already been shown the job)."""
-        validation.bounded(first, 1, EVENTS_MAX, "first", ["first"])
-        rows = await self.db.read(events_sql.for_job, job_id, first)
-        return [JobEvent.from_row(r) for r in rows]

@@ -1,0 +1,80 @@
+"""JobService's reads: a job, a page of jobs, counts by status and a job's history, each
+as the caller may see it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queuelog.service import errors, validation
+from queuelog.service.models import Actor, Job, JobEvent, Page, Role, Status
+from queuelog.storage import events as events_sql
+from queuelog.storage import jobs as jobs_sql
+from queuelog.storage.db import Database
+
+PAGE_MAX = 100
+EVENTS_MAX = 1_000
+
+
+def visible(actor: Actor, row: Any) -> bool:
+    return actor.may_see(row.producer, row.worker_id)
+
+
+def _scope(actor: Actor) -> dict[str, str | None]:
+    return {
+        "producer": actor.name if actor.role is Role.PRODUCER else None,
+        "worker": actor.name if actor.role is Role.WORKER else None,
+    }
+
+
+def _matchable(job_type: str | None) -> bool:
+    """Configured job types are printable; a filter that is not matches no job (and
+    PostgreSQL would refuse its NUL characters outright)."""
+    return job_type is None or job_type.isprintable()
+
+
+class JobReads:
+    """The reads `JobService` inherits: scoped by the visibility rule, never writing."""
+
+    db: Database
+
+    async def get(self, actor: Actor, job_id: int) -> Job | None:
+        row = await self.db.read(jobs_sql.get, job_id)
+        return Job.from_row(row) if row is not None and visible(actor, row) else None
+
+    async def page(
+        self,
+        actor: Actor,
+        *,
+        status: Status | None,
+        job_type: str | None,
+        first: int,
+        after: str | None,
+    ) -> Page:
+        validation.bounded(first, 1, PAGE_MAX, "first", ["first"])
+        before_id = None
+        if after is not None:
+            if not (after.isascii() and after.isdigit()) or len(after) > 18:
+                raise errors.ValidationFailed("after is not a cursor from this list", ["after"])
+            before_id = int(after)
+        if not _matchable(job_type):
+            return Page([], False, 0)
+        rows, more, total = await self.db.read(
+            jobs_sql.page,
+            **_scope(actor),
+            status=None if status is None else status.value,
+            job_type=job_type,
+            first=first,
+            before_id=before_id,
+        )
+        return Page([Job.from_row(r) for r in rows], more, total)
+
+    async def counts(self, actor: Actor, job_type: str | None) -> dict[str, int]:
+        if not _matchable(job_type):
+            return {s.value: 0 for s in Status}
+        return await self.db.read(jobs_sql.counts, **_scope(actor), job_type=job_type)
+
+    async def history(self, job_id: int, first: int) -> list[JobEvent]:
+        """A job's events, oldest first (the caller has already been shown the job)."""
+        validation.bounded(first, 1, EVENTS_MAX, "first", ["first"])
+        rows = await self.db.read(events_sql.for_job, job_id, first)
+        return [JobEvent.from_row(r) for r in rows]
