@@ -190,8 +190,7 @@ def _insert_with_events_sql(names: tuple[str, ...]) -> str:
     # so the jobs' own insert stays outside the lock.
     return (
         f"WITH ins AS ({_insert_sql('postgresql', names, 0)}),"
-        f" ev_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY}),"
-        f" pg_notify('{NOTIFY_CHANNEL}', '')),"
+        f" ev_lock AS MATERIALIZED (SELECT {_LOCK_AND_NOTIFY}),"
         f" ev AS (INSERT INTO job_events ({_EVENT_COLUMNS})"
         " SELECT id, type, producer, worker_id, NULL, status, updated_at"
         " FROM ev_lock, ins ORDER BY id)"
@@ -350,18 +349,19 @@ def expired_leases(tx: Tx, now: datetime, limit: int) -> list[JobRow]:
 _EVENT_COLUMNS = "job_id, job_type, producer, worker_id, previous_status, status, occurred_at"
 _INSERT_EVENT = f"INSERT INTO job_events ({_EVENT_COLUMNS}) VALUES ({_marks(7)})"
 # Event rows must become visible in id order, so that a reader tailing the feed by id never
-# skips a row committed late. On PostgreSQL the statement that appends a transaction's
-# events (the last of every transaction) first takes this transaction-scoped advisory lock,
-# held until commit, and queues the NOTIFY sent at commit.
+# skips a row committed late. On PostgreSQL every statement that appends events (the
+# events' INSERT at the end of a transaction, and a keyless jobs INSERT that appends its
+# own) first takes this transaction-scoped advisory lock, held until commit, and queues the
+# NOTIFY sent at commit.
 EVENT_LOCK_KEY = 0x71_6C_65_76  # "qlev"
 NOTIFY_CHANNEL = "queuelog_events"
+_LOCK_AND_NOTIFY = f"pg_advisory_xact_lock({EVENT_LOCK_KEY}), pg_notify('{NOTIFY_CHANNEL}', '')"
 # One statement of one array per column (executemany there is one statement per row); ids
 # in ORDER BY order, so events keep the order they were recorded in. Its rows exist only
 # once the lock is held (the join needs the CTE's row), so every id is drawn under it. It
 # returns the transaction's id, to ask after should the COMMIT fail.
 _PG_INSERT_EVENTS = (
-    "WITH ev_lock AS MATERIALIZED (SELECT pg_current_xact_id()::text AS xid,"
-    f" pg_advisory_xact_lock({EVENT_LOCK_KEY}), pg_notify('{NOTIFY_CHANNEL}', ''))"
+    f"WITH ev_lock AS MATERIALIZED (SELECT pg_current_xact_id()::text AS xid, {_LOCK_AND_NOTIFY})"
     f" INSERT INTO job_events ({_EVENT_COLUMNS}) SELECT {_EVENT_COLUMNS} FROM ev_lock,"
     " unnest(%b::BIGINT[], %b::TEXT[], %b::TEXT[], %b::TEXT[], %b::TEXT[], %b::TEXT[],"
     f" %b::TIMESTAMPTZ[]) WITH ORDINALITY AS v({_EVENT_COLUMNS}, n) ORDER BY n"

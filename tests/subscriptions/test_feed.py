@@ -4,7 +4,7 @@ watermark, cursors never reused."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -154,12 +154,21 @@ async def test_followers_see_only_what_they_may_read(services: Services, feed: E
 async def test_postgres_notify_wakes_the_reader_for_another_process_s_commit(
     services: Services, settings: Settings
 ) -> None:
+    await _notify_wakes_the_feed(services, settings)
+
+
+async def _notify_wakes_the_feed(
+    services: Services, settings: Settings, meanwhile: Callable[[], Awaitable[None]] | None = None
+) -> None:
+    """A feed that never polls hears of another process's commit (after `meanwhile`)."""
     if services.db.dialect != "postgresql":
         pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
     feed = EventFeed(services.db, poll_interval=3600)  # no polling: only NOTIFY wakes it
     await feed.start()
     elsewhere = open_services(settings)  # its commits do not call this feed's hook
     try:
+        if meanwhile is not None:
+            await meanwhile()
         follower = feed.follow(feed.head, ADMIN)
         job, _ = await elsewhere.service.enqueue(PRODUCER, EnqueueRequest("email"))
         async with asyncio.timeout(30):
@@ -194,22 +203,10 @@ async def _new_listen_backend(services: Services, known: set[int]) -> set[int]:
 async def test_postgres_listener_reconnects_after_its_connection_is_cut(
     services: Services, settings: Settings
 ) -> None:
-    if services.db.dialect != "postgresql":
-        pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
-    feed = EventFeed(services.db, poll_interval=3600)  # no polling: only NOTIFY wakes it
-    await feed.start()
-    elsewhere = open_services(settings)
-    try:
+    async def cut_the_listener() -> None:
         before = await _new_listen_backend(services, set())
         cut = sa.text("SELECT pg_terminate_backend(pid) FROM unnest(:pids) AS t(pid)")
         await services.db.read(lambda tx: tx.conn.execute(cut, {"pids": sorted(before)}).all())
         await _new_listen_backend(services, before)  # after the listener's retry delay
-        follower = feed.follow(feed.head, ADMIN)
-        job, _ = await elsewhere.service.enqueue(PRODUCER, EnqueueRequest("email"))
-        async with asyncio.timeout(30):
-            (event,) = await take(follower, 1)
-        assert event.job_id == job.id
-        await follower.aclose()
-    finally:
-        elsewhere.db.close()
-        await feed.stop()
+
+    await _notify_wakes_the_feed(services, settings, cut_the_listener)
