@@ -6,11 +6,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
 import psycopg
 import pytest
 
+from queuelog.storage import db as db_module
 from queuelog.storage import driver, engines
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, Tx
@@ -158,3 +160,52 @@ def test_a_connection_idle_past_the_ping_interval_is_checked_before_use(
     assert table_counts(pg_db) == (0, 0)
     assert pg_db.postgres is not None
     assert pg_db.postgres.lost_at == 0.0  # the ping caught it: no statement failed
+
+
+def _queued_behind_a_held_primary(db: Database, writes: int) -> tuple[list[str], bool]:
+    """Hold the primary writer in a transaction, queue `writes` writes meanwhile, and say
+    which transaction each ran in, and whether they had all finished before the primary
+    was let go."""
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    def hold(tx: Tx) -> None:
+        started.release()
+        assert release.wait(30)
+
+    def xid(tx: Tx) -> str:
+        return str(tx.conn.exec_driver_sql("SELECT pg_current_xact_id()::text").scalar())
+
+    primary = threading.Thread(target=db.write_sync, args=(hold,), daemon=True)
+    primary.start()
+    assert started.acquire(timeout=10)
+    with ThreadPoolExecutor(writes) as pool:
+        queued = [pool.submit(db.write_sync, xid) for _ in range(writes)]
+        done, _ = wait(queued, timeout=1.0)
+        finished_while_held = len(done) == writes
+        release.set()
+        xids = [f.result(timeout=30) for f in queued]
+    primary.join(10)
+    return xids, finished_while_held
+
+
+def test_writes_queued_behind_a_short_transaction_share_the_primarys_next(
+    pg_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper writer stays out of the way of short transactions: writes queued while the
+    primary commits wait for it and share its next transaction (one commit, one insert),
+    rather than split into more, smaller transactions."""
+    monkeypatch.setattr(db_module, "HELPER_AFTER", 60.0)
+    xids, finished_while_held = _queued_behind_a_held_primary(pg_db, 5)
+    assert not finished_while_held
+    assert len(set(xids)) == 1, xids
+
+
+def test_writes_queued_behind_a_long_transaction_run_on_a_helper(
+    pg_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction that runs long (a big batch, a row lock waited for) does not hold up
+    the writes queued behind it: once it has run HELPER_AFTER, a helper runs them."""
+    monkeypatch.setattr(db_module, "HELPER_AFTER", 0.01)
+    xids, finished_while_held = _queued_behind_a_held_primary(pg_db, 5)
+    assert finished_while_held
+    assert len(xids) == 5
