@@ -82,10 +82,31 @@ jobs = sa.Table(
         sqlite_where=sa.text("status = 'running'"),
         postgresql_where=sa.text("status = 'running'"),
     ),
-    sa.Index("ix_jobs_status_type", "status", "type"),
+    # No other index may find pending jobs on PostgreSQL: with no statistics, or stale ones
+    # from an empty queue, its planner costs them all alike and may read this one and sort
+    # the whole backlog on every claim (migration 0004).
+    sa.Index(
+        "ix_jobs_status_type",
+        "status",
+        "type",
+        postgresql_where=sa.text("status <> 'pending'"),
+    ),
     sa.Index("ix_jobs_producer", "producer", "id"),
-    sa.Index("ix_jobs_worker", "worker_id", "id"),
-    sa.Index("ix_jobs_finished", "status", "finished_at"),
+    # Pending jobs have no entry in these two: every query of them compares the column.
+    sa.Index(
+        "ix_jobs_worker",
+        "worker_id",
+        "id",
+        sqlite_where=sa.text("worker_id IS NOT NULL"),
+        postgresql_where=sa.text("worker_id IS NOT NULL"),
+    ),
+    sa.Index(
+        "ix_jobs_finished",
+        "status",
+        "finished_at",
+        sqlite_where=sa.text("finished_at IS NOT NULL"),
+        postgresql_where=sa.text("finished_at IS NOT NULL"),
+    ),
     # Ids are never reused on SQLite either, even after the newest jobs are pruned.
     sqlite_autoincrement=True,
 )

@@ -56,11 +56,17 @@ def until_limit(above: tuple[dict[str, Any], ...]) -> list[str]:
 
 
 def pg_generic_plan(
-    db: Database, statement: str, params: list[Any], *, analyze: bool = False
+    db: Database,
+    statement: str,
+    params: list[Any],
+    *,
+    analyze: bool = False,
+    without_index: str | None = None,
 ) -> dict[str, Any]:
     """EXPLAIN (as JSON) the generic plan of `statement`: the plan a prepared statement
     (psycopg prepares a query it runs often) may settle on, made without knowing the
-    parameters. With `analyze`, runs it too, in a transaction rolled back."""
+    parameters. With `analyze`, runs it too; `without_index`, as if that index were not
+    there; both in a transaction rolled back."""
     with db.reader.connect() as conn:
         raw = conn.connection.driver_connection
         assert isinstance(raw, psycopg.Connection)
@@ -70,6 +76,8 @@ def pg_generic_plan(
         options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
         try:
             raw.execute("ANALYZE jobs")
+            if without_index is not None:
+                raw.execute(f"DROP INDEX {without_index}".encode())
             raw.execute("SET plan_cache_mode = force_generic_plan")
             raw.execute(f"PREPARE claim_plan AS {prepared}".encode())
             found = raw.execute(f"EXPLAIN ({options}) EXECUTE claim_plan({args})".encode())

@@ -108,3 +108,29 @@ def test_upgrading_from_0002_keeps_pending_jobs_claimable(backend: str, tmp_path
             assert table_counts(db) == (5, 9)  # 5 created, 4 claimed
         finally:
             db.close()
+
+
+def test_upgrading_from_0003_keeps_every_job_claimable_and_prunable(
+    backend: str, tmp_path: Path
+) -> None:
+    """0004 rebuilds the secondary indexes partial under a database that holds jobs already:
+    pending jobs stay claimable, finished ones prunable, and no index but the claim index
+    finds pending jobs on PostgreSQL."""
+    with database_url(backend, tmp_path) as url:
+        db = Database(url)
+        try:
+            migrate(db, "0003")
+            pending = insert(db, job(priority=10), job(priority=30))
+            insert(db, job(status="completed", finished_at=at(-60), worker_id="w1"))
+            migrate(db)
+            assert _revision(db) == _head()
+            indexes = _index_sql(db.writer)
+            assert "finished_at IS NOT NULL" in indexes["ix_jobs_finished"]
+            assert "worker_id IS NOT NULL" in indexes["ix_jobs_worker"]
+            if backend == "postgresql":
+                assert "<> 'pending'" in indexes["ix_jobs_status_type"]
+            assert [r.id for r in claim(db, types=("email",), limit=5)] == pending[::-1]
+            assert db.write_sync(jobs_sql.prune, "completed", at(0), 10) == 1
+            assert table_counts(db)[0] == 2
+        finally:
+            db.close()
