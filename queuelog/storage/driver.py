@@ -52,6 +52,7 @@ class JobRow(NamedTuple):
 
 assert JobRow._fields == tuple(c.name for c in jobs.c), "JobRow must follow the jobs table"
 _TIME_AT = tuple(i for i, c in enumerate(jobs.c) if isinstance(c.type, UTCDateTime))
+_TIME_NAMES = tuple(JobRow._fields[i] for i in _TIME_AT)
 _COLUMNS = ", ".join(JobRow._fields)
 _RETURNING = f"RETURNING {_COLUMNS}"
 # Bound values one SQLite statement may take (SQLITE_MAX_VARIABLE_NUMBER's default).
@@ -129,11 +130,11 @@ def execute(tx: Tx, text: str, params: Iterable[Any]) -> list[JobRow]:
 
 
 @functools.lru_cache(maxsize=64)
-def _insert_sql(dialect: str, names: tuple[str, ...], rows: int) -> str:
+def _insert_sql(dialect: str, names: tuple[str, ...], rows: int, returning: str = "id") -> str:
     columns = ", ".join(names)
     if dialect == "sqlite":
         values = ", ".join([f"({_marks(len(names))})"] * rows)
-        return f"INSERT INTO jobs ({columns}) VALUES {values} {_RETURNING}"
+        return f"INSERT INTO jobs ({columns}) VALUES {values} RETURNING {returning}"
     # One array per column, so the text stays short (psycopg caches its parse) whatever
     # the batch size. PostgreSQL hands out the ids in the order of the SELECT's ORDER BY
     # (the form SQLAlchemy uses to sort RETURNING rows by parameter order).
@@ -141,7 +142,8 @@ def _insert_sql(dialect: str, names: tuple[str, ...], rows: int) -> str:
     arrays = ", ".join(f"%b::{jobs.c[n].type.compile(dialect=pg)}[]" for n in names)
     return (
         f"INSERT INTO jobs ({columns}) SELECT {columns}"
-        f" FROM unnest({arrays}) WITH ORDINALITY AS v({columns}, n) ORDER BY n {_RETURNING}"
+        f" FROM unnest({arrays}) WITH ORDINALITY AS v({columns}, n) ORDER BY n"
+        f" RETURNING {returning}"
     )
 
 
@@ -159,15 +161,42 @@ def _picker(names: tuple[str, ...]) -> tuple[Callable[[Mapping[str, Any]], Any],
     return pick, times
 
 
+_NEW_JOB = {**dict.fromkeys(JobRow._fields), "retry_count": 0}  # what the table defaults
+
+
+def _inserted(values: Sequence[Mapping[str, Any]], ids: Iterable[int]) -> list[JobRow]:
+    """The rows just inserted from `values` (in input order, with their new `ids`), as read
+    back they would be: a new job is exactly what it was given (the first row's columns, as
+    `insert` takes them), so an insert returns its ids alone (each column read back, times
+    converted, was most of a batch's fetch)."""
+    names = tuple(values[0])
+    utc: dict[int, datetime] = {}  # a batch's rows share their times
+
+    def at_utc(value: datetime) -> datetime:
+        found = utc.get(id(value))
+        if found is None:
+            found = utc[id(value)] = value.astimezone(UTC)
+        return found
+
+    out: list[JobRow] = []
+    for job_id, given in zip(sorted(ids), values, strict=True):
+        row = {**_NEW_JOB, **{n: given[n] for n in names}, "id": job_id}
+        for name in _TIME_NAMES:
+            if row[name] is not None:
+                row[name] = at_utc(row[name])
+        out.append(JobRow(**row))
+    return out
+
+
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
     """Insert jobs with one statement, rows back in input order (ids ascend in input order
-    on both dialects, so the rows are sorted by id)."""
+    on both dialects)."""
     d, names = tx.dialect, tuple(values[0])
     cur = cursor(tx)
     if d == "postgresql":
         cur.execute(_insert_sql(d, names, 0), [[v[n] for v in values] for n in names])
-        return sorted((_row(d, r) for r in cur.fetchall()), key=lambda r: r.id)
-    out: list[JobRow] = []
+        return _inserted(values, (r[0] for r in cur.fetchall()))
+    ids: list[int] = []
     pick, times = _picker(names)
     most = SQLITE_MAX_VARIABLES // len(names)
     for start in range(0, len(values), most):
@@ -178,8 +207,8 @@ def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
                 row[i] = bind(d, row[i])
             params += row
         cur.execute(_insert_sql(d, names, len(params) // len(names)), params)
-        out.extend(sorted((_row(d, r) for r in cur.fetchall()), key=lambda r: r.id))
-    return out
+        ids.extend(sorted(r[0] for r in cur.fetchall()))
+    return _inserted(values, ids)
 
 
 @functools.lru_cache(maxsize=64)
@@ -189,12 +218,12 @@ def _insert_with_events_sql(names: tuple[str, ...]) -> str:
     # by the outer SELECT, whose sort has taken every job first: PostgreSQL runs it after,
     # so the jobs' own insert stays outside the lock.
     return (
-        f"WITH ins AS ({_insert_sql('postgresql', names, 0)}),"
+        f"WITH ins AS ({_insert_sql('postgresql', names, 0, _COLUMNS)}),"
         f" ev_lock AS MATERIALIZED (SELECT {_LOCK_AND_NOTIFY}),"
         f" ev AS (INSERT INTO job_events ({_EVENT_COLUMNS})"
         " SELECT id, type, producer, worker_id, NULL, status, updated_at"
         " FROM ev_lock, ins ORDER BY id)"
-        f" SELECT {_COLUMNS}, pg_current_xact_id()::text FROM ins ORDER BY id"
+        " SELECT id, pg_current_xact_id()::text FROM ins ORDER BY id"
     )
 
 
@@ -207,8 +236,8 @@ def insert_with_events(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobR
     cur.execute(_insert_with_events_sql(names), [[v[n] for v in values] for n in names])
     raw = cur.fetchall()
     tx.appended = True
-    tx.xid = raw[0][-1]
-    return [_row("postgresql", r[:-1]) for r in raw]
+    tx.xid = raw[0][1]
+    return _inserted(values, (r[0] for r in raw))
 
 
 def get(tx: Tx, job_id: int) -> JobRow | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,23 @@ def test_insert_returns_rows_in_order_and_records_creation(db: Database) -> None
     for r in rows:
         assert events_of(db, r.id) == [(None, "pending")]
     assert db.read_sync(jobs_sql.get, rows[2].id + 1000) is None
+
+
+def test_an_insert_returns_each_row_as_it_reads_back(db: Database) -> None:
+    """An insert reads back only the new ids and builds each row from what it was given:
+    those rows must equal the stored ones, times in UTC (one given in another offset, too)
+    and the table's defaults included."""
+    paris = timezone(timedelta(hours=1))
+    given = [
+        job(type="pdf", priority=30, payload='{"n": 1}', run_at=T0.astimezone(paris)),
+        job(type="sync", status="completed", finished_at=at(5)),
+    ]
+    defaulted = [{k: v for k, v in job().items() if k != "retry_count"}]
+    for batch in (given, given[:1], defaulted):
+        rows = db.write_sync(jobs_sql.insert, batch)
+        assert rows == [db.read_sync(jobs_sql.get, r.id) for r in rows]
+        assert all(r.run_at.utcoffset() == timedelta(0) for r in rows)
+    assert rows[0].retry_count == 0
 
 
 def test_insert_idempotent_returns_the_producers_existing_job(db: Database) -> None:
