@@ -3,8 +3,9 @@
 The async engine over aiosqlite costs 8-10 thread round trips per transaction; running the
 whole transaction as one synchronous function in a worker thread costs one. On SQLite every
 write goes through a single connection on a single thread (one writer never fights itself
-for the lock); reads use a small pool of WAL readers. On PostgreSQL two writer threads and a
-pool of readers share one engine.
+for the lock); reads use a small pool of WAL readers. On PostgreSQL a primary writer thread,
+a helper that steps in behind long transactions (PG_WRITERS) and a pool of readers share one
+engine.
 """
 
 from __future__ import annotations
@@ -150,7 +151,6 @@ class Database:
         self._helper_pending = False
         self._busy_since: float | None = None  # when the primary's transaction started
         self._helpers = writers - 1
-        self._closing = False
         self._closed = threading.Event()  # set by close(): a helper waiting returns
         self.writer_threads = [
             threading.Thread(
@@ -214,7 +214,7 @@ class Database:
         return await future
 
     def _submit(self, queued: Queued) -> None:
-        if self._closing:
+        if self._closed.is_set():
             raise RuntimeError("the database is closed")
         self._queue.append(queued)
         # A writer clears the flag before it drains: while it is still set, a writer has
@@ -230,7 +230,7 @@ class Database:
         """The primary writer: every queued write is its to run."""
         while True:
             self._wakeups.get()
-            if self._closing and not self._queue:
+            if self._closed.is_set() and not self._queue:
                 return
             self._wakeup_pending = False
             while self._queue:
@@ -245,7 +245,7 @@ class Database:
         been running for HELPER_AFTER or longer (else the primary takes them next)."""
         while True:
             self._helper_wakeups.get()
-            if self._closing:
+            if self._closed.is_set():
                 return
             self._helper_pending = False
             while self._queue:
@@ -388,7 +388,6 @@ class Database:
 
     def close(self) -> None:
         """Finish every queued write, then close the connections."""
-        self._closing = True
         self._closed.set()
         self._wakeups.put(None)  # a writer that is told to close returns
         for _ in range(self._helpers):
