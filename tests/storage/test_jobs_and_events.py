@@ -51,6 +51,49 @@ def test_an_insert_returns_each_row_as_it_reads_back(db: Database) -> None:
     assert rows[0].retry_count == 0
 
 
+def test_inserts_carry_any_text_and_time_exactly(db: Database) -> None:
+    """On PostgreSQL new jobs and their events travel as one JSON parameter: text that JSON
+    must escape, times in other offsets or on the whole second, and a batch's order all come
+    back as given; a naive time is refused and writes nothing."""
+    odd = [
+        '{"q": "\\"quoted\\" \\\\ back\\\\slash", "nul": "\\u0000", "nl": "a\\nb"}',
+        '{"text": "日本語 ✓ 🚀", "tab": "\\t", "ctl": "\\u001f"}',
+        "[]",
+    ]
+    kolkata = timezone(timedelta(hours=5, minutes=30))
+    given = [
+        job(payload=p, producer=f'prod\\ucer "{i}" ✓\x01', run_at=at(i).astimezone(kolkata))
+        for i, p in enumerate(odd)
+    ]
+    given.append(job(type="pdf", created_at=T0.replace(microsecond=0), updated_at=at(0.000001)))
+    given += [job(priority=i % 31, run_at=at(i)) for i in range(300)]
+    rows = db.write_sync(jobs_sql.insert, given)
+    stored = [db.read_sync(jobs_sql.get, r.id) for r in rows]
+    assert rows == stored
+    assert [r.payload for r in rows[:3]] == odd and rows[2].producer == 'prod\\ucer "2" ✓\x01'
+    assert [r.run_at for r in rows] == [g["run_at"] for g in given]  # equal instants
+    assert [r.priority for r in rows[4:]] == [i % 31 for i in range(300)]
+    assert [r.id for r in rows] == sorted(r.id for r in rows)
+    events = db.read_sync(events_sql.after, 0, 1000)
+    assert [(e.job_id, e.producer, e.occurred_at) for e in events] == [
+        (r.id, r.producer, r.updated_at) for r in rows
+    ]
+    # An event appended at the end of a transaction (a claim's) travels the same way.
+    (claimed,) = claim(db, types=("pdf",), now=at(1), worker='w "1" ✓')
+    (event,) = db.read_sync(events_sql.after, events[-1].id, 10)
+    assert (event.job_id, event.worker_id, event.previous_status, event.occurred_at) == (
+        claimed.id,
+        'w "1" ✓',
+        "pending",
+        at(1),
+    )
+
+    counts = table_counts(db)
+    with pytest.raises(ValueError, match="naive"):
+        db.write_sync(jobs_sql.insert, [job(run_at=T0.replace(tzinfo=None))])
+    assert table_counts(db) == counts
+
+
 def test_insert_idempotent_returns_the_producers_existing_job(db: Database) -> None:
     first, created = db.write_sync(
         jobs_sql.insert_idempotent, job(idempotency_key="k1", request_hash="h1")
