@@ -87,13 +87,18 @@ class PostgresEngine:
     def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
         record.info["idle_since"] = time.monotonic()
 
-    def _on_checkout(self, dbapi_conn: Any, record: Any, _proxy: Any) -> None:
-        since = record.info.get("idle_since")
-        if since is None:  # new
-            return
-        if time.monotonic() - since < PING_IDLE_SECONDS and since > self.lost_at:
-            return
+    def fresh(self, since: float) -> bool:
+        """Whether a connection last used at `since` may be used without a check."""
+        return time.monotonic() - since < PING_IDLE_SECONDS and since > self.lost_at
+
+    def ping(self, dbapi_conn: Any) -> None:
+        """Check a connection: DisconnectionError if it is dead."""
         try:
             self.engine.dialect.do_ping(dbapi_conn)
         except Exception as exc:
-            raise sa.exc.DisconnectionError() from exc  # the pool connects afresh
+            raise sa.exc.DisconnectionError() from exc
+
+    def _on_checkout(self, dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("idle_since")
+        if since is not None and not self.fresh(since):  # not new, and maybe stale
+            self.ping(dbapi_conn)  # if it raises, the pool connects afresh

@@ -162,6 +162,46 @@ def test_a_connection_idle_past_the_ping_interval_is_checked_before_use(
     assert pg_db.postgres.lost_at == 0.0  # the ping caught it: no statement failed
 
 
+def _backend_pid(tx: Tx) -> int:
+    return int(tx.conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+
+
+def test_a_writer_keeps_its_connection_and_checks_it_when_it_was_idle(
+    pg_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer runs one transaction after another on the connection it kept (no pool
+    checkout and return each time); kept idle past the ping interval, it is checked first,
+    and one the server dropped meanwhile is replaced before any statement runs on it."""
+    first = pg_db.write_sync(_backend_pid)
+    assert [pg_db.write_sync(_backend_pid) for _ in range(5)] == [first] * 5
+    monkeypatch.setattr(engines, "PING_IDLE_SECONDS", 0.05)
+    assert _terminate_others(pg_db) >= 1
+    time.sleep(0.1)
+    assert pg_db.write_sync(_backend_pid) != first
+    assert pg_db.postgres is not None
+    assert pg_db.postgres.lost_at == 0.0  # the ping caught it: no statement failed
+
+
+def test_a_writer_carries_on_after_a_commit_that_raised(pg_db: Database) -> None:
+    """A COMMIT that raised on a live connection (a deferred constraint) leaves nothing
+    open on the connection the writer keeps: it goes back to the pool, which rolls it
+    back, and the writer's next transactions run as ever."""
+
+    def fails_at_commit(tx: Tx) -> None:
+        driver.insert(tx, [job()])
+        tx.conn.exec_driver_sql(
+            "CREATE TEMP TABLE deferred (id INT PRIMARY KEY, ref INT REFERENCES deferred"
+            " DEFERRABLE INITIALLY DEFERRED) ON COMMIT DROP;"
+            " INSERT INTO deferred VALUES (1, 2)"
+        )
+
+    with pytest.raises(Exception, match="deferred"):
+        pg_db.write_sync(fails_at_commit)
+    for _ in range(3):
+        pg_db.write_sync(lambda tx: driver.insert(tx, [job(type="pdf")]))
+    assert table_counts(pg_db) == (3, 0)
+
+
 def _queued_behind_a_held_primary(db: Database, writes: int) -> tuple[list[str], bool]:
     """Hold the primary writer in a transaction, queue `writes` writes meanwhile, and say
     which transaction each ran in, and whether they had all finished before the primary
