@@ -19,12 +19,14 @@ class Captured:
 
     def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sent: list[tuple[str, list[Any]]] = []
+        self.prepare: list[bool | None] = []  # each statement's `prepare`
         execute = driver.execute
 
-        def capture(tx: Any, text: str, params: Any) -> Any:
+        def capture(tx: Any, text: str, params: Any, prepare: bool | None = None) -> Any:
             params = list(params)
             self.sent.append((text, [driver.bind(db.dialect, p) for p in params]))
-            return execute(tx, text, params)
+            self.prepare.append(prepare)
+            return execute(tx, text, params, prepare)
 
         monkeypatch.setattr(driver, "execute", capture)
 
@@ -62,11 +64,13 @@ def pg_generic_plan(
     *,
     analyze: bool = False,
     without_index: str | None = None,
+    statistics: bool = True,
 ) -> dict[str, Any]:
     """EXPLAIN (as JSON) the generic plan of `statement`: the plan a prepared statement
     (psycopg prepares a query it runs often) may settle on, made without knowing the
     parameters. With `analyze`, runs it too; `without_index`, as if that index were not
-    there; both in a transaction rolled back."""
+    there; both in a transaction rolled back. `statistics=False`: with the table's
+    statistics as they are, not fresh."""
     with db.reader.connect() as conn:
         raw = conn.connection.driver_connection
         assert isinstance(raw, psycopg.Connection)
@@ -75,7 +79,8 @@ def pg_generic_plan(
         args = ", ".join(psycopg.ClientCursor(raw).mogrify("%s", [p]) for p in params)
         options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
         try:
-            raw.execute("ANALYZE jobs")
+            if statistics:
+                raw.execute("ANALYZE jobs")
             if without_index is not None:
                 raw.execute(f"DROP INDEX {without_index}".encode())
             raw.execute("SET plan_cache_mode = force_generic_plan")
