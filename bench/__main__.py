@@ -44,9 +44,10 @@ NOTES = [
     "Every operation the HTTP benchmarks send, `{ __typename }` included, runs as a prepared "
     "operation (compiled once per document; README, Design): the ratios compare prepared "
     "against prepared.",
-    "Backlog: bulk-loaded with raw SQL (executemany / COPY), ANALYZEd, topped up before each "
-    "run; each timed claim goes through `JobService.claim` (thread hop included) and is then "
-    "completed, untimed.",
+    "Backlog: bulk-loaded with raw SQL (executemany / COPY) and topped up before each run, "
+    "never ANALYZEd, and claimed with statements prepared on the empty queue, as a burst that "
+    "arrives before autovacuum is; each timed claim goes through `JobService.claim` (thread "
+    "hop included) and is then completed, untimed.",
 ]
 
 
