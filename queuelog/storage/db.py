@@ -126,7 +126,8 @@ class Database:
         self._commit_listeners: list[Callable[[], None]] = []
         self._queue: collections.deque[Queued] = collections.deque()
         self._held = threading.local()  # each writer's connection: see `_connection`
-        self.postgres: PostgresEngine | None = None
+        self.postgres: PostgresEngine | None = None  # the writers' (PostgreSQL)
+        self.postgres_readers: PostgresEngine | None = None
         if self.dialect == "sqlite":
             # The writer thread keeps one connection; the other serves migrations.
             engine = functools.partial(
@@ -136,8 +137,11 @@ class Database:
             self.reader = engine(self.url, pool_size, immediate=False)
             writers = 1
         else:
-            self.postgres = PostgresEngine(self.url, pool_size + PG_WRITERS)
-            self.writer = self.reader = self.postgres.engine
+            # The writers' few statements keep plans that hold at any size (tests check
+            # them); the readers' lists and filters are planned for each query.
+            self.postgres = PostgresEngine(self.url, PG_WRITERS + 2)  # + outcome checks
+            self.postgres_readers = PostgresEngine(self.url, pool_size, custom_plans=True)
+            self.writer, self.reader = self.postgres.engine, self.postgres_readers.engine
             writers = PG_WRITERS
         self._read_pool = ThreadPoolExecutor(pool_size, thread_name_prefix="queuelog-reader")
         # Writer threads sleep on a queue of wake-ups, which a write adds to only while none
@@ -357,8 +361,9 @@ class Database:
         return results
 
     def _connection_lost(self) -> None:
-        if self.postgres is not None:
-            self.postgres.lost()
+        for engine in (self.postgres, self.postgres_readers):
+            if engine is not None:
+                engine.lost()
 
     def _notify_commit(self) -> None:
         for listener in self._commit_listeners:

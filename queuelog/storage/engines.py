@@ -71,10 +71,23 @@ class PostgresEngine:
     for PING_IDLE_SECONDS, or was pooled when a connection was found dead (`lost`).
     (pool_pre_ping checks at every checkout: a round trip and ~10 % of a writer's CPU per
     transaction under load.) A connection that dies while in use fails its statement: the
-    caller runs it again (`Database`) on a checked one."""
+    caller runs it again (`Database`) on a checked one.
 
-    def __init__(self, url: URL, pool_size: int) -> None:
-        self.engine = sa.create_engine(url, pool_size=pool_size, max_overflow=0)
+    `custom_plans`: PostgreSQL plans every statement for its parameters and the tables'
+    size at the time. (psycopg prepares a statement it runs often, and PostgreSQL may then
+    keep one generic plan of it, made from the table's size then: the feed's read of the
+    events after a cursor, planned while job_events was small, is a scan and sort of the
+    whole table, kept as it grows.)"""
+
+    def __init__(self, url: URL, pool_size: int, *, custom_plans: bool = False) -> None:
+        connect_args = {}
+        if custom_plans:  # added to the URL's own options, if it has any
+            given = url.query.get("options", "")
+            options = given if isinstance(given, str) else " ".join(given)
+            connect_args["options"] = f"{options} -c plan_cache_mode=force_custom_plan".strip()
+        self.engine = sa.create_engine(
+            url, pool_size=pool_size, max_overflow=0, connect_args=connect_args
+        )
         self.lost_at = 0.0
         event.listen(self.engine, "checkin", self._on_checkin)
         event.listen(self.engine, "checkout", self._on_checkout)

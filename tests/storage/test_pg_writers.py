@@ -14,6 +14,7 @@ import pytest
 
 from queuelog.storage import db as db_module
 from queuelog.storage import driver, engines
+from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, Tx
 from tests.storage.rows import job, table_counts
@@ -158,8 +159,8 @@ def test_a_connection_idle_past_the_ping_interval_is_checked_before_use(
     assert _terminate_others(pg_db) >= 1
     time.sleep(0.1)
     assert table_counts(pg_db) == (0, 0)
-    assert pg_db.postgres is not None
-    assert pg_db.postgres.lost_at == 0.0  # the ping caught it: no statement failed
+    assert pg_db.postgres_readers is not None
+    assert pg_db.postgres_readers.lost_at == 0.0  # the ping caught it: no statement failed
 
 
 def _backend_pid(tx: Tx) -> int:
@@ -249,3 +250,24 @@ def test_writes_queued_behind_a_long_transaction_run_on_a_helper(
     xids, finished_while_held = _queued_behind_a_held_primary(pg_db, 5)
     assert finished_while_held
     assert len(xids) == 5
+
+
+def test_reads_are_planned_for_the_table_as_it_is(pg_db: Database) -> None:
+    """A read psycopg has prepared is planned anew each time it runs, never by one generic
+    plan kept from when the table was small (the feed's read of the events after a cursor,
+    planned on an empty job_events, scans and sorts the whole table). Writers keep
+    PostgreSQL's default: their statements' generic plans are checked in test_claim."""
+    for _ in range(12):  # one at a time: the pool lends the same connection
+        assert pg_db.read_sync(events_sql.after, 0, 100) == []
+
+    def plans(tx: Tx) -> list[tuple[int, int]]:
+        found = tx.conn.exec_driver_sql(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE strpos(statement, 'FROM job_events') > 0"
+        )
+        return [(int(g), int(c)) for g, c in found.all()]
+
+    ((generic, custom),) = pg_db.read_sync(plans)
+    assert generic == 0 and custom >= 5, (generic, custom)
+    mode = pg_db.write_sync(lambda tx: tx.conn.exec_driver_sql("SHOW plan_cache_mode").scalar())
+    assert mode == "auto"
