@@ -68,8 +68,14 @@ def pruned_through(tx: Tx) -> int:
 
 
 def note_pruned(tx: Tx, job_ids: Sequence[int]) -> None:
-    """Raise the pruned-through watermark over the events of `job_ids`, about to be deleted."""
-    top = tx.conn.execute(sa.select(sa.func.max(E.id)).where(E.job_id.in_(job_ids))).scalar()
+    """Raise the pruned-through watermark over the events of `job_ids`, about to be deleted.
+
+    `max(id + 0)`, not `max(id)`: PostgreSQL turns `max(id)` into a backward walk of the
+    primary key until an event of one of these jobs turns up, and pruned jobs are the
+    oldest, so it walked nearly every event (89 ms a batch at 1.8M events). Their events
+    are found by ix_job_events_job instead."""
+    newest = sa.func.max(E.id + 0)
+    top = tx.conn.execute(sa.select(newest).where(E.job_id.in_(job_ids))).scalar()
     if top is not None:
         tx.conn.execute(
             queuelog_meta.update().where(M.name == PRUNED_THROUGH, M.value < top).values(value=top)

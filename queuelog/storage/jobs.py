@@ -194,9 +194,16 @@ def counts(
     return {s: found.get(s, 0) for s in STATUSES}
 
 
+_CUSTOM_PLANS = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")
+
+
 def prune(tx: Tx, status: str, finished_before: datetime, limit: int) -> int:
     """Delete up to `limit` jobs of `status` finished before `finished_before`, with their
-    events; returns how many."""
+    events; returns how many. PostgreSQL plans these statements for the tables as they are
+    (a generic plan made while the tables were small deletes events by a scan of them all;
+    a batch is rare enough to pay for its planning)."""
+    if tx.dialect == "postgresql":
+        tx.conn.execute(_CUSTOM_PLANS)
     ids = list(
         tx.conn.execute(
             sa.select(J.id)
