@@ -3,9 +3,9 @@
 The async engine over aiosqlite costs 8-10 thread round trips per transaction; running the
 whole transaction as one synchronous function in a worker thread costs one. On SQLite every
 write goes through a single connection on a single thread (one writer never fights itself
-for the lock); reads use a small pool of WAL readers. On PostgreSQL a primary writer thread,
-a helper that steps in behind long transactions (PG_WRITERS) and a pool of readers share one
-engine.
+for the lock); reads use a small pool of WAL readers. On PostgreSQL a primary writer thread
+and a helper that steps in behind long transactions (PG_WRITERS) keep a connection each,
+and readers have a pool of their own, whose queries are planned each time they run.
 """
 
 from __future__ import annotations
