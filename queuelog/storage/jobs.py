@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
 
-from queuelog.storage import driver
+from queuelog.storage import claims, driver
 from queuelog.storage import events as events_sql
 from queuelog.storage.db import Tx
 from queuelog.storage.driver import JobRow
@@ -104,7 +104,7 @@ def claim(
     lease_until: Mapping[str, datetime],
 ) -> list[JobRow]:
     """Claim up to `limit` claimable jobs of `types` in one statement, most urgent first."""
-    rows = driver.claim(
+    rows = claims.claim(
         tx, worker=worker, now=now, types=types, limit=limit, lease_until=lease_until
     )
     for row in rows:

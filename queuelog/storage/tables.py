@@ -66,7 +66,7 @@ jobs = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.Column("finished_at", UTCDateTime),
     sa.UniqueConstraint("producer", "idempotency_key", name="uq_jobs_producer_idempotency_key"),
-    # A claim reads one range of it per type it asks for (storage.driver.claim).
+    # A claim reads one range of it per type it asks for (storage.claims.claim).
     sa.Index(
         "ix_jobs_claim",
         "type",
