@@ -91,3 +91,14 @@ def pg_generic_plan(
             raw.rollback()  # and with it the statement's writes, PREPARE and SET
     plan: dict[str, Any] = explained[0]["Plan"]
     return plan
+
+
+def plans_kept(tx: Any, containing: str) -> list[tuple[int, int]]:
+    """PostgreSQL: (generic plans, custom plans) so far of each statement prepared on this
+    transaction's connection whose text contains `containing`."""
+    found = tx.conn.exec_driver_sql(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+        " WHERE strpos(statement, %(text)s) > 0",
+        {"text": containing},
+    )
+    return [(int(g), int(c)) for g, c in found.all()]

@@ -14,7 +14,7 @@ from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, Tx
 from queuelog.storage.tables import jobs
-from tests.storage.plans import pg_nodes
+from tests.storage.plans import pg_nodes, plans_kept
 from tests.storage.rows import T0, J, at, claim, events_of, insert, job, table_counts
 
 # -- insert and get -------------------------------------------------------------------------
@@ -255,14 +255,7 @@ def test_prune_keeps_no_plan_made_while_the_tables_were_small(db: Database) -> N
     for _ in range(8):  # batches of the same size: psycopg prepares from the fifth
         assert db.write_sync(jobs_sql.prune, "failed", T0, 2) == 2
 
-    def plans(tx: Tx) -> list[tuple[int, int]]:
-        found = tx.conn.exec_driver_sql(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-            " WHERE strpos(statement, 'DELETE FROM job_events') > 0"
-        )
-        return [(int(g), int(c)) for g, c in found.all()]
-
-    ((generic, custom),) = db.write_sync(plans)
+    ((generic, custom),) = db.write_sync(plans_kept, "DELETE FROM job_events")
     db.write_sync(lambda tx: tx.conn.exec_driver_sql("RESET plan_cache_mode"))
     assert generic == 0 and custom >= 3, (generic, custom)
 

@@ -17,6 +17,7 @@ from queuelog.storage import driver, engines
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, Tx
+from tests.storage.plans import plans_kept
 from tests.storage.rows import job, table_counts
 
 T = TypeVar("T")
@@ -260,14 +261,7 @@ def test_reads_are_planned_for_the_table_as_it_is(pg_db: Database) -> None:
     for _ in range(12):  # one at a time: the pool lends the same connection
         assert pg_db.read_sync(events_sql.after, 0, 100) == []
 
-    def plans(tx: Tx) -> list[tuple[int, int]]:
-        found = tx.conn.exec_driver_sql(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-            " WHERE strpos(statement, 'FROM job_events') > 0"
-        )
-        return [(int(g), int(c)) for g, c in found.all()]
-
-    ((generic, custom),) = pg_db.read_sync(plans)
+    ((generic, custom),) = pg_db.read_sync(plans_kept, "FROM job_events")
     assert generic == 0 and custom >= 5, (generic, custom)
     mode = pg_db.write_sync(lambda tx: tx.conn.exec_driver_sql("SHOW plan_cache_mode").scalar())
     assert mode == "auto"
