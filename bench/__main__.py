@@ -44,7 +44,8 @@ NOTES = [
     "Every operation the HTTP benchmarks send, `{ __typename }` included, runs as a prepared "
     "operation (compiled once per document; README, Design): the ratios compare prepared "
     "against prepared.",
-    "Backlog: bulk-loaded with raw SQL (executemany / COPY) and topped up before each run, "
+    "Backlog: each size in its own database, the sizes measured interleaved repeat by "
+    "repeat; bulk-loaded with raw SQL (executemany / COPY) and topped up before each run, "
     "never ANALYZEd, and claimed with statements prepared on the empty queue, as a burst that "
     "arrives before autovacuum is; each timed claim goes through `JobService.claim` (thread "
     "hop included) and is then completed, untimed.",
@@ -105,9 +106,8 @@ async def run_backend(backend: str, workdir: Path, profile: Profile) -> dict[str
         out["http"] = await bench_http.run(server, profile)
         _log(f"{backend}: memory soak, {profile.soak_seconds:.0f} s")
         out["memory"] = await _memory(server, profile.soak_seconds)
-    with database_url(backend, workdir) as url:
-        _log(f"{backend}: 4. claim latency at backlogs {profile.backlogs}")
-        out["backlog"] = await bench_backlog.run(url, backend, profile)
+    _log(f"{backend}: 4. claim latency at backlogs {profile.backlogs}, interleaved")
+    out["backlog"] = await bench_backlog.run(backend, workdir, profile)
     if bench_subscriptions is not None:
         with database_url(backend, workdir) as url:
             _log(f"{backend}: 5. subscription delivery")
