@@ -123,11 +123,13 @@ class JobEvent:
     status: JobStatus
     occurred_at: datetime
     job_id: strawberry.Private[int]
+    event_id: strawberry.Private[int]
 
     @strawberry.field
     async def job(self, info: strawberry.Info[Context, None]) -> Job:
         ctx = info.context
-        job = await ctx.service.get(ctx.require_actor(), self.job_id)
+        # Read once for every subscriber this event goes to, and never older than it.
+        job = await ctx.service.get_since(ctx.require_actor(), self.job_id, self.event_id)
         if job is None:  # pruned since; cannot happen for a job the viewer was shown
             raise DomainError(f"job {self.job_id} no longer exists")
         return Job.of(job, ctx.require_actor())
@@ -140,6 +142,7 @@ class JobEvent:
             status=e.status,
             occurred_at=e.occurred_at,
             job_id=e.job_id,
+            event_id=e.id,
         )
 
 

@@ -17,7 +17,7 @@ from queuelog.service import errors, ownership, validation
 from queuelog.service.backoff import backoff_seconds
 from queuelog.service.models import Actor, EnqueueRequest, Job, Role
 from queuelog.service.ownership import LEASE_EXPIRED, PENDING, RUNNING
-from queuelog.service.reads import JobReads, visible
+from queuelog.service.reads import JobReads, SharedReads, visible
 from queuelog.service.sanitize import sanitize_error
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, Tx
@@ -46,6 +46,7 @@ class JobService(JobReads):
         rand: random.Random | None = None,
     ) -> None:
         self.db = db
+        self.shared = SharedReads(db)
         self.settings = settings
         self.types: dict[str, JobTypeConfig] = settings.type_configs()
         self.clock = clock

@@ -3,6 +3,8 @@ as the caller may see it."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Any
 
 from queuelog.service import errors, validation
@@ -32,14 +34,58 @@ def _matchable(job_type: str | None) -> bool:
     return job_type is None or job_type.isprintable()
 
 
+class SharedReads:
+    """Reads of one job shared by everyone who asks meanwhile: a status change fanned out
+    to a thousand subscribers whose selection shows the job reads it once, not a thousand
+    times (each a thread hop and a transaction).
+
+    A caller shows the job with an event, and joins a read in flight only if that read
+    began for an event at least as new as its own. Event ids follow commit order, and a
+    read begins after its event was committed, so no caller is shown the job as it was
+    before its event; a caller with a newer event starts a read of its own."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._reading: dict[int, tuple[int, asyncio.Future[Job | None]]] = {}
+
+    async def get(self, job_id: int, since: int) -> Job | None:
+        """The job as it is now, read after event `since` was committed; None if gone."""
+        reading = self._reading.get(job_id)
+        if reading is None or reading[0] < since:
+            reading = (since, asyncio.ensure_future(self._read(job_id)))
+            self._reading[job_id] = reading
+            reading[1].add_done_callback(functools.partial(self._done, job_id, reading))
+        # A caller that leaves (its subscriber went away) does not cancel the others' read.
+        return await asyncio.shield(reading[1])
+
+    def _done(
+        self, job_id: int, reading: tuple[int, asyncio.Future[Job | None]], _: object
+    ) -> None:
+        if self._reading.get(job_id) is reading:
+            del self._reading[job_id]
+        if not reading[1].cancelled():
+            reading[1].exception()  # retrieved here even if every caller left
+
+    async def _read(self, job_id: int) -> Job | None:
+        row = await self.db.read(jobs_sql.get, job_id)
+        return None if row is None else Job.from_row(row)
+
+
 class JobReads:
     """The reads `JobService` inherits: scoped by the visibility rule, never writing."""
 
     db: Database
+    shared: SharedReads
 
     async def get(self, actor: Actor, job_id: int) -> Job | None:
         row = await self.db.read(jobs_sql.get, job_id)
         return Job.from_row(row) if row is not None and visible(actor, row) else None
+
+    async def get_since(self, actor: Actor, job_id: int, event_id: int) -> Job | None:
+        """`get` for showing the job with its event `event_id`: at least as new as that
+        event, and read once for every caller that asks meanwhile (`SharedReads`)."""
+        job = await self.shared.get(job_id, event_id)
+        return job if job is not None and visible(actor, job) else None
 
     async def page(
         self,

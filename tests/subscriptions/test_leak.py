@@ -10,18 +10,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 
-import pytest
-import uvicorn
-
-from queuelog.app import create_app
-from queuelog.config import Settings
-from queuelog.service.models import Actor, EnqueueRequest, Priority, Role
+from queuelog.service.models import Actor, EnqueueRequest, Role
 from queuelog.services import Services
+from tests.subscriptions.inprocess import until
 from tests.subscriptions.wsclient import WS, ws
-from tests.support import LiveServer, free_port
+from tests.support import LiveServer
 
 CONNECTIONS, PER_CONNECTION = 20, 50  # 1,000 subscriptions
 PRODUCER = Actor("p", Role.PRODUCER)
@@ -30,36 +25,6 @@ PRODUCER = Actor("p", Role.PRODUCER)
 def rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    for _ in range(600):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("timed out")
-
-
-@pytest.fixture
-def settings(db_url: str) -> Settings:
-    # 1,000 subscriptions from one key within seconds: the per-key rate limit (which WebSocket
-    # operations spend too) would refuse most of them.
-    return Settings(
-        database_url=db_url, job_types=("email", "pdf", "sync"), rate_limit_per_second=0
-    )
-
-
-@pytest.fixture
-async def live(settings: Settings, services: Services) -> AsyncIterator[tuple[LiveServer, str]]:
-    _, secret = await services.keys.create("admin", Role.ADMIN, None, Priority.CRITICAL)
-    port = free_port()
-    config = uvicorn.Config(create_app(settings, services), port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    await until(lambda: server.started)
-    yield LiveServer(settings.database_url, workdir=None, port=port), secret  # type: ignore[arg-type]
-    server.should_exit = True
-    await task
 
 
 async def one_round(server: LiveServer, key: str, services: Services) -> None:

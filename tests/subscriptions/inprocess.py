@@ -1,0 +1,48 @@
+"""A `queuelog` server in the test's own process (uvicorn on a real port), so that a test
+can count what the server does while real WebSocket clients talk to it. `conftest` offers
+the fixtures to every test here."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import uvicorn
+
+from queuelog.app import create_app
+from queuelog.config import Settings
+from queuelog.service.models import Priority, Role
+from queuelog.services import Services
+from tests.support import LiveServer, free_port
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    for _ in range(600):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+@pytest.fixture
+def settings(db_url: str) -> Settings:
+    # Hundreds of subscriptions from one key within seconds: the per-key rate limit (which
+    # WebSocket operations spend too) would refuse most of them.
+    return Settings(
+        database_url=db_url, job_types=("email", "pdf", "sync"), rate_limit_per_second=0
+    )
+
+
+@pytest.fixture
+async def live(settings: Settings, services: Services) -> AsyncIterator[tuple[LiveServer, str]]:
+    """The server on `services`, and an admin key's secret."""
+    _, secret = await services.keys.create("admin", Role.ADMIN, None, Priority.CRITICAL)
+    port = free_port()
+    config = uvicorn.Config(create_app(settings, services), port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    await until(lambda: server.started)
+    yield LiveServer(settings.database_url, workdir=None, port=port), secret  # type: ignore[arg-type]
+    server.should_exit = True
+    await task
