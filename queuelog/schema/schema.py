@@ -21,6 +21,7 @@ from strawberry.types import ExecutionContext, ExecutionResult
 from queuelog.auth.permissions import AdminOnly, Authenticated, ProducerOrAdmin, WorkerOrAdmin
 from queuelog.config import Settings
 from queuelog.resolvers import mutations, queries, subscriptions
+from queuelog.schema.executor import Executor
 from queuelog.schema.extension import (
     LeanRunner,
     OperationGuard,
@@ -131,6 +132,7 @@ class QueuelogSchema(strawberry.Schema):
             mutation=mutation,
             subscription=subscription,
             extensions=[lambda: OperationGuard(limits)],
+            execution_context_class=Executor,
         )
         self.limits = limits
         graphql_schema = self._schema
