@@ -93,6 +93,9 @@ async def _memory(server: Server, seconds: float) -> dict[str, float]:
         "end_mib": end / mib,
         "max_mib": max(warm) / mib,
         "drift_pct": (end - start) / start * 100,
+        "subscribers": load["subscribers"],
+        "completed": load["completed"],
+        "deliveries": load["deliveries"],
     }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.common import Profile, Server, cpu_seconds, median, percentile
+from bench.common import Profile, Server, cpu_seconds, deliveries, median, percentile, subscribe
 
 CONNECTIONS = 32
 BATCH = 100
@@ -25,6 +25,9 @@ ENQUEUE_MANY = """mutation($inputs: [EnqueueJobInput!]!) {
 CLAIM = 'mutation { claimJob(types: ["email"]) { job { id } userErrors { code } } }'
 COMPLETE = "mutation($id: ID!) { completeJob(id: $id) { job { id } userErrors { code } } }"
 STATS = "{ queueStats { pending running completed } }"
+SOAK_SUBSCRIBERS = 4
+SOAK_SUBSCRIPTION = """subscription {
+  jobStatusChanged(type: "email", statuses: [COMPLETED]) { cursor status job { id status } } }"""
 
 
 @dataclass
@@ -34,6 +37,7 @@ class Load:
     ops: int = 0
     latencies: list[float] = field(default_factory=list)
     empty_claims: int = 0
+    completed: int = 0  # jobs claimed and completed
     server_cpu: float = 0.0  # CPU seconds the server process used meanwhile
     client_cpu: float = 0.0  # and the load generator (this process)
 
@@ -118,6 +122,7 @@ class Client:
         if done["completeJob"]["userErrors"]:
             raise RuntimeError(done)
         load.ops += 1
+        load.completed += 1
 
     async def mixed(self, load: Load) -> None:
         """The soak's diet: enqueue, claim+complete, a stats read."""
@@ -178,13 +183,62 @@ async def run(server: Server, profile: Profile) -> dict[str, Any]:
 
 
 async def soak(server: Server, seconds: float, sample: Any) -> dict[str, Any]:
-    """Mixed load for `seconds`, calling `sample()` about once a second meanwhile."""
+    """Mixed load for `seconds`, calling `sample()` about once a second meanwhile, while
+    SOAK_SUBSCRIBERS WebSocket connections each follow every job the soak completes, the job
+    included (SOAK_SUBSCRIPTION): the memory sampled then covers living subscriptions.
+
+    They subscribe with the soak's worker key, which sees exactly the jobs it completed. Not
+    the producer key: the soak claims the oldest `email` jobs first, and on this server
+    those are the HTTP runs' leftover backlog, another producer's, which it never sees.
+    After the load, waits for the deliveries still in flight (up to every completion, or
+    until a second passes with none)."""
     producer = server.create_key("PRODUCER", name="soak-producer")
     worker = server.create_key("WORKER", name="soak-worker")
-    async with Client(server, producer, worker) as c:
-        task = asyncio.create_task(c.drive(seconds, CONNECTIONS, c.mixed))
-        while not task.done():
-            sample()
-            await asyncio.sleep(min(1.0, seconds / 10))
-        load = await task
-    return {"ops": load.ops, "rate": load.ops / c.elapsed}
+    conns = [
+        await subscribe(server.ws_url, worker, SOAK_SUBSCRIPTION) for _ in range(SOAK_SUBSCRIBERS)
+    ]
+    received = [0] * len(conns)
+
+    async def listen(i: int) -> None:
+        async for _ in deliveries(conns[i]):
+            received[i] += 1
+
+    readers = [asyncio.create_task(listen(i)) for i in range(len(conns))]
+    try:
+        async with Client(server, producer, worker) as c:
+            task = asyncio.create_task(c.drive(seconds, CONNECTIONS, c.mixed))
+            while not task.done():
+                # A reader ends early only by failing or by losing its connection.
+                if ended := [reader for reader in readers if reader.done()]:
+                    task.cancel()
+                    ended[0].result()
+                    raise RuntimeError("a soak subscriber's connection closed")
+                sample()
+                await asyncio.sleep(min(1.0, seconds / 10))
+            load = await task
+            # Deliveries lag behind a saturated server; count every change the load made.
+            await _drain(received, len(conns) * load.completed)
+    finally:
+        await asyncio.gather(*(conn.close() for conn in conns), return_exceptions=True)
+        outcomes = await asyncio.gather(*readers, return_exceptions=True)
+    for failure in outcomes:  # closed by us, a reader ends cleanly
+        if isinstance(failure, BaseException):
+            raise failure
+    if load.ops and not all(received):
+        raise RuntimeError(f"a soak subscriber received no change: {received}")
+    return {
+        "ops": load.ops,
+        "rate": load.ops / c.elapsed,
+        "subscribers": len(conns),
+        "completed": load.completed,
+        "deliveries": sum(received),
+    }
+
+
+async def _drain(received: list[int], expected: int, quiet: float = 1.0) -> None:
+    """Until `expected` deliveries have arrived, or none for `quiet` seconds."""
+    last, since = sum(received), time.perf_counter()
+    while sum(received) < expected and time.perf_counter() - since < quiet:
+        await asyncio.sleep(0.05)
+        if sum(received) != last:
+            last, since = sum(received), time.perf_counter()

@@ -1,19 +1,33 @@
 """Subscription delivery latency: from the change to each subscriber, with many subscribers.
 
-    run(db_url, workdir, subscribers=1000, smoke=False, rate=5.0, seconds=10.0) -> dict
+    run(db_url, workdir, subscribers=1000, smoke=False, rate=2.0, seconds=10.0) -> dict
 
-Starts one `queuelog serve` on `db_url` (a fresh database is best; `workdir` holds its log),
-opens `subscribers` WebSocket connections (graphql-transport-ws), each with one
-`jobStatusChanged(type: …)` subscription, checks that every one of them is live, then
-enqueues jobs at a steady `rate` per second for `seconds`: every enqueue is one event that
-every subscriber must receive. Latency of one delivery = the subscriber's receive time minus
-the event's `occurredAt` (the server's clock when the change was made, just before its
-commit; same machine, same clock). Returns a flat dict:
+Starts one `queuelog serve` on `db_url` (a fresh database is best; `workdir` holds its log)
+and measures two selections of `jobStatusChanged(type: …)`, one after the other on that
+server, each with its own `subscribers` new WebSocket connections (graphql-transport-ws),
+one subscription each:
 
-    subscribers, events, rate_per_s, delivered, expected, missing, p50_ms, p99_ms, max_ms
+- "events": `cursor occurredAt`, the event alone;
+- "with_job": `cursor occurredAt status job { id status }`, as a frontend showing job
+  status asks: resolving `job` reads the job (one read per change, shared by every
+  subscriber). Every delivered job is checked: its id a string, its status a known one.
 
-`smoke=True` runs 2 s at the given size (the runner passes 20 subscribers) and asserts
-nothing about speed. A full run at 1,000 subscribers takes ~20-30 s.
+For each selection: check that every subscription is live (each receives one warm-up
+event), then enqueue jobs at a steady `rate` per second for `seconds`: every enqueue is one
+event that every subscriber must receive. Latency of one delivery = the subscriber's receive
+time minus the event's `occurredAt` (the server's clock when the change was made, just
+before its commit; same machine, same clock). Server CPU per delivery = the server
+process's CPU time (all threads) from the first steady enqueue until the last delivery
+arrived (or the wait gave up), over the deliveries; it includes the enqueues themselves,
+which are few. The connections are closed before the next selection. Returns
+
+    {"events": {...}, "with_job": {...}}, each a flat dict:
+    subscribers, events, rate_per_s, delivered, expected, missing, p50_ms, p99_ms, max_ms,
+    server_us_per_delivery
+
+A message carrying errors, or a subscription the server ends, fails the run. `smoke=True`
+runs 2 s per selection at the given size (the runner passes 20 subscribers) and asserts
+nothing about speed. A full run at 1,000 subscribers takes ~25 s.
 """
 
 from __future__ import annotations
@@ -21,42 +35,59 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection
 
-from bench.common import ADMIN_SECRET, Server, percentile
+from bench.common import ADMIN_SECRET, Server, cpu_seconds, deliveries, percentile, subscribe
 
 JOB_TYPE = "email"
-SUBSCRIBE = "subscription($t: String) { jobStatusChanged(type: $t) { cursor occurredAt } }"
+SELECTIONS = {
+    "events": "cursor occurredAt",
+    "with_job": "cursor occurredAt status job { id status }",
+}
+JOB_STATUSES = frozenset({"PENDING", "RUNNING", "COMPLETED", "FAILED"})
 ENQUEUE = "mutation($t: String!) { enqueueJob(input: {type: $t}) { job { id } } }"
 
 
-async def _connect(url: str) -> ClientConnection:
-    conn = await connect(url, subprotocols=["graphql-transport-ws"], max_queue=None)  # type: ignore[list-item]
-    init = {"type": "connection_init", "payload": {"authorization": f"Bearer {ADMIN_SECRET}"}}
-    await conn.send(orjson.dumps(init).decode())
-    ack = orjson.loads(await conn.recv())
-    assert ack["type"] == "connection_ack", ack
-    payload = {"query": SUBSCRIBE, "variables": {"t": JOB_TYPE}}
-    await conn.send(orjson.dumps({"id": "1", "type": "subscribe", "payload": payload}).decode())
-    return conn
+def subscription(selection: str) -> str:
+    return f"subscription($t: String) {{ jobStatusChanged(type: $t) {{ {selection} }} }}"
 
 
-async def _listen(conn: ClientConnection, latencies: list[float], got: list[int]) -> None:
-    async for raw in conn:
-        received = time.time()
-        message = orjson.loads(raw)
-        if message.get("type") != "next":
-            continue
-        event = message["payload"]["data"]["jobStatusChanged"]
-        latencies.append(received - datetime.fromisoformat(event["occurredAt"]).timestamp())
-        got[0] += 1
+@dataclass
+class Seen:
+    """What every subscriber of one selection received: a count, and each latency in s."""
+
+    with_job: bool
+    count: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+    def reset(self) -> None:
+        self.count = 0
+        self.latencies.clear()
+
+
+async def _listen(conn: ClientConnection, seen: Seen) -> None:
+    async for received, data in deliveries(conn):
+        event = data["jobStatusChanged"]
+        if seen.with_job:
+            job = event.get("job") or {}
+            if not isinstance(job.get("id"), str) or job.get("status") not in JOB_STATUSES:
+                raise RuntimeError(f"a delivery without a proper job: {event}")
+        seen.latencies.append(received - datetime.fromisoformat(event["occurredAt"]).timestamp())
+        seen.count += 1
+
+
+def _check(readers: list[asyncio.Task[None]]) -> None:
+    """A reader ends only by failing, or by its connection closing under it."""
+    for task in readers:
+        if task.done():
+            task.result()
+            raise RuntimeError("a subscriber's connection closed during the run")
 
 
 async def _enqueue_steadily(server: Server, key: str, rate: float, seconds: float) -> int:
@@ -73,11 +104,60 @@ async def _enqueue_steadily(server: Server, key: str, rate: float, seconds: floa
     return sent
 
 
-async def _wait_for(got: list[int], count: int, limit: float) -> None:
-    for _ in range(int(limit / 0.05)):
-        if got[0] >= count:
-            return
+async def _wait_for(
+    seen: Seen, count: int, limit: float, readers: list[asyncio.Task[None]]
+) -> None:
+    deadline = time.perf_counter() + limit
+    while seen.count < count and time.perf_counter() < deadline:
+        _check(readers)
         await asyncio.sleep(0.05)
+
+
+async def _measure(
+    server: Server, producer: str, selection: str, subscribers: int, rate: float, seconds: float
+) -> dict[str, Any]:
+    """One selection: `subscribers` new connections, live-checked, then the steady phase."""
+    query, variables = subscription(SELECTIONS[selection]), {"t": JOB_TYPE}
+    conns: list[ClientConnection] = []
+    readers: list[asyncio.Task[None]] = []
+    seen = Seen(with_job=selection == "with_job")
+    try:
+        for i in range(0, subscribers, 50):  # 50 handshakes at a time
+            batch = min(50, subscribers - i)
+            conns += await asyncio.gather(
+                *(subscribe(server.ws_url, ADMIN_SECRET, query, variables) for _ in range(batch))
+            )
+        readers = [asyncio.create_task(_listen(c, seen)) for c in conns]
+        # Every subscription is live once each has received one warm-up event.
+        await _enqueue_steadily(server, producer, 1.0, 0.5)
+        await _wait_for(seen, subscribers, 60, readers)
+        if seen.count < subscribers:
+            raise RuntimeError(f"{selection}: only {seen.count} of {subscribers} went live")
+        seen.reset()
+        cpu0 = cpu_seconds(server.pid)
+        sent = await _enqueue_steadily(server, producer, rate, seconds)
+        expected = sent * subscribers
+        await _wait_for(seen, expected, 30, readers)
+        cpu = cpu_seconds(server.pid) - cpu0
+        _check(readers)
+    finally:
+        for task in readers:
+            task.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+        await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+    ms = [x * 1000 for x in seen.latencies]
+    return {
+        "subscribers": subscribers,
+        "events": sent,
+        "rate_per_s": rate,
+        "delivered": seen.count,
+        "expected": expected,
+        "missing": expected - seen.count,
+        "p50_ms": round(percentile(ms, 50), 1),
+        "p99_ms": round(percentile(ms, 99), 1),
+        "max_ms": round(max(ms), 1) if ms else float("nan"),
+        "server_us_per_delivery": round(1e6 * cpu / seen.count, 1) if seen.count else float("nan"),
+    }
 
 
 async def run(
@@ -91,50 +171,20 @@ async def run(
     seconds = 2.0 if smoke else seconds
     with Server(db_url, workdir) as server:
         producer = server.create_key("PRODUCER", name=f"bench-subs-{uuid.uuid4().hex[:8]}")
-        ws_url = server.url.replace("http://", "ws://")
-        async with AsyncExitStack() as stack:
-            conns: list[ClientConnection] = []
-            for i in range(0, subscribers, 50):  # 50 handshakes at a time
-                batch = min(50, subscribers - i)
-                conns += await asyncio.gather(*(_connect(ws_url) for _ in range(batch)))
-            for conn in conns:
-                stack.push_async_callback(conn.close)
-            latencies: list[float] = []
-            got = [0]
-            readers = [asyncio.create_task(_listen(c, latencies, got)) for c in conns]
-            # Every subscription is live once each has received one warm-up event.
-            await _enqueue_steadily(server, producer, 1.0, 0.5)
-            await _wait_for(got, subscribers, 60)
-            if got[0] < subscribers:
-                raise RuntimeError(f"only {got[0]} of {subscribers} subscriptions went live")
-            latencies.clear()
-            got[0] = 0
-            sent = await _enqueue_steadily(server, producer, rate, seconds)
-            expected = sent * subscribers
-            await _wait_for(got, expected, 30)
-            for task in readers:
-                task.cancel()
-            await asyncio.gather(*readers, return_exceptions=True)
-    ms = [x * 1000 for x in latencies]
-    return {
-        "subscribers": subscribers,
-        "events": sent,
-        "rate_per_s": rate,
-        "delivered": got[0],
-        "expected": expected,
-        "missing": expected - got[0],
-        "p50_ms": round(percentile(ms, 50), 1),
-        "p99_ms": round(percentile(ms, 99), 1),
-        "max_ms": round(max(ms), 1) if ms else float("nan"),
-    }
+        return {
+            name: await _measure(server, producer, name, subscribers, rate, seconds)
+            for name in SELECTIONS
+        }
 
 
 if __name__ == "__main__":  # python -m bench.bench_subscriptions [sqlite|postgresql]
     import sys
     import tempfile
 
+    import uvloop
+
     from bench.common import database_url
 
     backend = sys.argv[1] if len(sys.argv) > 1 else "sqlite"
     with tempfile.TemporaryDirectory() as tmp, database_url(backend, Path(tmp)) as url:
-        print(asyncio.run(run(url, Path(tmp))))
+        print(uvloop.run(run(url, Path(tmp))))

@@ -1,15 +1,21 @@
-"""What every benchmark shares: statistics, throwaway databases, a live server, RSS."""
+"""What every benchmark shares: statistics, throwaway databases, a live server, RSS, and
+subscriptions over WebSocket."""
 
 from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import orjson
 from sqlalchemy.engine import make_url
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.typing import Subprotocol
 
 from queuelog import testing
 from queuelog.testing import ServerProcess
@@ -92,3 +98,39 @@ class Server(ServerProcess):
             admin_key=ADMIN_SECRET,
             job_types=JOB_TYPES,
         )
+
+
+async def subscribe(
+    ws_url: str, secret: str, query: str, variables: dict[str, Any] | None = None
+) -> ClientConnection:
+    """A graphql-transport-ws connection to `ws_url`, authenticated with the key `secret`,
+    carrying one subscription (id "1") to `query`. Unbounded receive queue: a reader that
+    falls behind delays deliveries rather than pausing the socket."""
+    conn = await connect(ws_url, subprotocols=[Subprotocol("graphql-transport-ws")], max_queue=None)
+    init = {"type": "connection_init", "payload": {"authorization": f"Bearer {secret}"}}
+    await conn.send(orjson.dumps(init).decode())
+    ack = orjson.loads(await conn.recv())
+    if ack.get("type") != "connection_ack":
+        await conn.close()
+        raise RuntimeError(f"connection_init refused: {ack}")
+    payload = {"query": query, "variables": variables or {}}
+    await conn.send(orjson.dumps({"id": "1", "type": "subscribe", "payload": payload}).decode())
+    return conn
+
+
+async def deliveries(conn: ClientConnection) -> AsyncIterator[tuple[float, dict[str, Any]]]:
+    """(receive time as `time.time()`, `data`) of every `next` message on `conn`, until it
+    is closed. Raises on a message carrying errors and on the server ending the
+    subscription; answers the protocol's pings."""
+    async for raw in conn:
+        received = time.time()
+        message = orjson.loads(raw)
+        kind = message.get("type")
+        if kind == "next":
+            if message["payload"].get("errors"):
+                raise RuntimeError(f"subscription delivered errors: {message['payload']}")
+            yield received, message["payload"]["data"]
+        elif kind == "ping":
+            await conn.send(orjson.dumps({"type": "pong"}).decode())
+        elif kind in ("error", "complete"):
+            raise RuntimeError(f"the server ended the subscription: {message}")

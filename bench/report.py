@@ -34,6 +34,7 @@ HTTP_ROWS = (
     ("cycle", "`claimJob`+`completeJob`"),
     ("batch", "`enqueueJobs` jobs"),
 )
+SELECTION_LABELS = {"events": "events", "with_job": "with the job"}  # bench_subscriptions
 VERSIONS = ("queuelog", "strawberry-graphql", "graphql-core", "sqlalchemy", "starlette",
             "uvicorn", "psycopg", "aiohttp", "huey", "pgqueuer")  # fmt: skip
 
@@ -193,8 +194,7 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
     out += ["", "## 5. Subscription delivery", ""]
     subs = {n: be[n]["subscriptions"] for n in names if "subscriptions" in be[n]}
     if subs:
-        for name, s in subs.items():
-            out.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in s.items()))
+        out += _subscriptions(subs)
     else:
         out.append("Not measured: `bench/bench_subscriptions.py` is not there yet.")
     out += ["", "## 6. Peers, side by side", "", *_peers(results["peers"])]
@@ -202,13 +202,47 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
     for name in names:
         m = be[name].get("memory")
         if m:
+            subscribed = (
+                f" with {m['subscribers']} subscriptions to the jobs it completed, receiving "
+                f"{_f(m['deliveries'])} of {_f(m['subscribers'] * m['completed'])} changes"
+                if "subscribers" in m
+                else ""
+            )
             out.append(
-                f"- {name}: {m['seconds']:.0f} s of mixed load at {_f(m['rate'])} req/s: RSS "
+                f"- {name}: {m['seconds']:.0f} s of mixed load at {_f(m['rate'])} req/s"
+                f"{subscribed}: RSS "
                 f"{m['start_mib']:.1f} MiB after warm-up, {m['end_mib']:.1f} MiB at the end, "
                 f"peak {m['max_mib']:.1f} MiB: drift {m['drift_pct']:+.1f} %."
             )
     out += ["", "## Notes", "", *[f"- {n}" for n in notes], ""]
     return "\n".join(out)
+
+
+def _subscriptions(subs: dict[str, Any]) -> list[str]:
+    first = next(iter(next(iter(subs.values())).values()))
+    out = [
+        "Every subscriber must receive every change (jobs enqueued at "
+        f"{first['rate_per_s']:g}/s); each selection has its own new connections, measured "
+        "one after the other on one server. Selections: *events* = `jobStatusChanged(type: "
+        "…) { cursor occurredAt }`; *with the job* = `jobStatusChanged(type: …) { cursor "
+        "occurredAt status job { id status } }`, as a frontend showing job status asks (one "
+        "read of the job per change, shared by its subscribers); latency = the subscriber's "
+        "receive time minus the event's `occurredAt` (same machine, same clock); server CPU: "
+        "all its threads, from the first timed enqueue to the last delivery, per delivery.",
+        "",
+        "| backend | selection | subscribers | events | delivered/expected | p50 ms | p99 ms "
+        "| max ms | server CPU µs/delivery |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, by_selection in subs.items():
+        for selection, s in by_selection.items():
+            out.append(
+                f"| {name} | {SELECTION_LABELS.get(selection, selection)} | "
+                f"{_f(s['subscribers'])} | {_f(s['events'])} | "
+                f"{_f(s['delivered'])}/{_f(s['expected'])} | {s['p50_ms']:.1f} | "
+                f"{s['p99_ms']:.1f} | {s['max_ms']:.1f} | {_f(s['server_us_per_delivery'])} |"
+            )
+    return out
 
 
 def _x(ratio: float) -> str:
