@@ -18,9 +18,10 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
     memo. But it collects every event's root fields anew, into new lists: no event found an
     earlier one's entry, and each added its own, kept as long as the subscription lasted
     (two an event for `jobStatusChanged { job { … } }`: a subscriber that saw a million
-    changes held two million, and every event paid for collecting them, a fifth of the
-    server's CPU per delivery). Keyed by the field nodes themselves, which every event of
-    an operation shares, the memo holds one entry per selection and is found every time.
+    changes held two million), and every event paid for collecting them again (221 us of
+    server CPU per delivery of that selection, 160 us without). Keyed by the field nodes
+    themselves, which every event of an operation shares, the memo holds one entry per
+    selection and is found every time.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
