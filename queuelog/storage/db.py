@@ -37,6 +37,7 @@ from queuelog.storage.batches import (
     run_calls,
     settle,
 )
+from queuelog.storage.checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from queuelog.storage.engines import PostgresEngine, normalize_url, sqlite_engine
 
 T = TypeVar("T")
@@ -126,6 +127,7 @@ class Database:
         self._commit_listeners: list[Callable[[], None]] = []
         self._queue: collections.deque[Queued] = collections.deque()
         self._held = threading.local()  # each writer's connection: see `_connection`
+        self.checkpointer: Checkpointer | None = None  # SQLite's, off the writer's path
         self.postgres: PostgresEngine | None = None  # the writers' (PostgreSQL)
         self.postgres_readers: PostgresEngine | None = None
         if self.dialect == "sqlite":
@@ -133,8 +135,9 @@ class Database:
             engine = functools.partial(
                 sqlite_engine, synchronous=sqlite_synchronous, busy_timeout_ms=busy_timeout_ms
             )
-            self.writer = engine(self.url, 2, immediate=True)
+            self.writer = engine(self.url, 2, immediate=True, autocheckpoint=WRITER_AUTOCHECKPOINT)
             self.reader = engine(self.url, pool_size, immediate=False)
+            self.checkpointer = Checkpointer(str(self.url.database), sqlite_synchronous)
             writers = 1
         else:
             # The writers' few statements keep plans that hold at any size (tests check
@@ -356,6 +359,8 @@ class Database:
             if committing:
                 raise CommitFailed(exc, results, tx) from exc
             raise
+        if self.checkpointer is not None:
+            self.checkpointer.committed()
         if tx.has_events:
             self._notify_commit()
         return results
@@ -428,6 +433,8 @@ class Database:
         while self._queue:  # queued as the writers were leaving
             self._drain()
         self._release()
+        if self.checkpointer is not None:
+            self.checkpointer.close()
         self._read_pool.shutdown(wait=True)
         self.writer.dispose()
         self.reader.dispose()

@@ -36,7 +36,13 @@ def normalize_url(url: str) -> URL:
 
 
 def sqlite_engine(
-    url: URL, size: int, *, immediate: bool, synchronous: str, busy_timeout_ms: int
+    url: URL,
+    size: int,
+    *,
+    immediate: bool,
+    synchronous: str,
+    busy_timeout_ms: int,
+    autocheckpoint: int | None = None,
 ) -> Engine:
     engine = sa.create_engine(
         url,
@@ -53,6 +59,8 @@ def sqlite_engine(
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute(f"PRAGMA synchronous={synchronous}")
+        if autocheckpoint is not None:  # see `storage.checkpoint`
+            cur.execute(f"PRAGMA wal_autocheckpoint={int(autocheckpoint)}")
         cur.close()
 
     begin = "BEGIN IMMEDIATE" if immediate else "BEGIN"
