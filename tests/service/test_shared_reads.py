@@ -61,6 +61,14 @@ async def _job_and_event(svc: JobService) -> tuple[Job, int]:
     return job, (await svc.history(job.id, 10))[-1].id
 
 
+async def _held(svc: JobService, monkeypatch: pytest.MonkeyPatch) -> tuple[Job, int, Reads]:
+    """A job, its creation event, and the service's reads counted and held."""
+    job, event = await _job_and_event(svc)
+    reads = Reads(svc, monkeypatch)
+    reads.hold()
+    return job, event, reads
+
+
 async def test_every_subscriber_of_one_change_shares_one_read(
     svc: JobService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -83,9 +91,7 @@ async def test_every_subscriber_of_one_change_shares_one_read(
 async def test_a_read_begun_before_a_change_is_not_shown_with_it(
     svc: JobService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job, enqueued = await _job_and_event(svc)
-    reads = Reads(svc, monkeypatch)
-    reads.hold()
+    job, enqueued, reads = await _held(svc, monkeypatch)
     early = asyncio.create_task(svc.get_since(ADMIN, job.id, enqueued))
     await reads.until(1)  # it has read the job as PENDING, and not yet returned
     (claimed,) = await svc.claim(W1, ["email"], None)
@@ -109,9 +115,7 @@ async def test_a_read_begun_before_a_change_is_not_shown_with_it(
 async def test_one_subscriber_leaving_does_not_cancel_the_others_read(
     svc: JobService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job, event = await _job_and_event(svc)
-    reads = Reads(svc, monkeypatch)
-    reads.hold()
+    job, event, reads = await _held(svc, monkeypatch)
     leaving = asyncio.create_task(svc.get_since(ADMIN, job.id, event))
     staying = asyncio.create_task(svc.get_since(P1, job.id, event))
     await reads.until(1)
