@@ -15,9 +15,10 @@ from queuelog.config import Settings
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor, EnqueueRequest, Role
 from queuelog.services import Services, open_services
-from queuelog.storage.db import Database, Tx
+from queuelog.storage.db import Database
 from queuelog.storage.migrate import migrate
 from queuelog.storage.tables import job_events
+from queuelog.storage.tx import Tx
 from tests.support import ADMIN_SECRET, LiveServer
 
 JOBS = 2_000

@@ -28,8 +28,9 @@ from queuelog.events.listen import listen
 from queuelog.events.sessions import KeyRevoked, Session
 from queuelog.service.models import Actor, JobEvent, Role, Status
 from queuelog.storage import events as events_sql
-from queuelog.storage.db import Database, Tx
+from queuelog.storage.db import Database
 from queuelog.storage.driver import NOTIFY_CHANNEL
+from queuelog.storage.tx import Tx
 
 READ_BATCH = 500
 

@@ -20,7 +20,8 @@ from queuelog.service.ownership import LEASE_EXPIRED, PENDING, RUNNING
 from queuelog.service.reads import JobReads, SharedReads, visible
 from queuelog.service.sanitize import sanitize_error
 from queuelog.storage import jobs as jobs_sql
-from queuelog.storage.db import Database, Tx
+from queuelog.storage.db import Database
+from queuelog.storage.tx import Tx
 
 BATCH_MAX = 500
 CLAIM_MAX = 100

@@ -8,7 +8,7 @@ from typing import Any
 from queuelog.service import errors
 from queuelog.service.models import Actor, Job, Role, Status
 from queuelog.storage import jobs as jobs_sql
-from queuelog.storage.db import Tx
+from queuelog.storage.tx import Tx
 
 PENDING, RUNNING, FAILED = Status.PENDING.value, Status.RUNNING.value, Status.FAILED.value
 LEASE_EXPIRED = "lease expired"

@@ -7,12 +7,11 @@ import concurrent.futures
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
-if TYPE_CHECKING:
-    from queuelog.storage.db import Tx
+from queuelog.storage.tx import Tx
 
 
 class ConnectionLost(Exception):

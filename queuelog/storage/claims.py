@@ -6,14 +6,12 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from queuelog.storage import driver
 from queuelog.storage.driver import RETURNING, JobRow
 from queuelog.storage.tables import PENDING, RUNNING
-
-if TYPE_CHECKING:
-    from queuelog.storage.db import Tx
+from queuelog.storage.tx import Tx
 
 
 @functools.lru_cache(maxsize=64)

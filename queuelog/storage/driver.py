@@ -16,15 +16,13 @@ import operator
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 from sqlalchemy.dialects import postgresql
 
 from queuelog.storage.tables import RUNNING, UTCDateTime, jobs
-
-if TYPE_CHECKING:
-    from queuelog.storage.db import Tx
+from queuelog.storage.tx import Tx
 
 
 class JobRow(NamedTuple):

@@ -8,8 +8,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
 
-from queuelog.storage.db import Tx
 from queuelog.storage.tables import job_events, queuelog_meta
+from queuelog.storage.tx import Tx
 
 E = job_events.c
 M = queuelog_meta.c

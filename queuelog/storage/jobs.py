@@ -16,11 +16,11 @@ from sqlalchemy.engine import Row
 
 from queuelog.storage import claims, driver
 from queuelog.storage import events as events_sql
-from queuelog.storage.db import Tx
 from queuelog.storage.driver import JobRow
 from queuelog.storage.driver import expired_leases as expired_leases  # as it is
 from queuelog.storage.driver import get as get  # as it is: no event to record
 from queuelog.storage.tables import PENDING, RUNNING, job_events, jobs
+from queuelog.storage.tx import Tx
 
 J = jobs.c
 ALL = tuple(J)

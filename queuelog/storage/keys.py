@@ -9,8 +9,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
 
-from queuelog.storage.db import KEYS_CHANNEL, Tx
+from queuelog.storage.db import KEYS_CHANNEL
 from queuelog.storage.tables import api_keys
+from queuelog.storage.tx import Tx
 
 K = api_keys.c
 _BY_HASH = sa.select(*K).where(K.secret_hash == sa.bindparam("h"))

@@ -11,7 +11,7 @@ from queuelog.service import errors
 from queuelog.service.models import Actor, EnqueueRequest, Role
 from queuelog.services import Services
 from queuelog.storage import driver
-from queuelog.storage.db import Tx
+from queuelog.storage.tx import Tx
 from tests.production.helpers import (
     CANCEL,
     CLAIM_MANY,

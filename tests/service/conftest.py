@@ -13,8 +13,9 @@ import sqlalchemy as sa
 from queuelog.config import Settings
 from queuelog.service.jobs import JobService
 from queuelog.services import Services
-from queuelog.storage.db import Database, Tx
+from queuelog.storage.db import Database
 from queuelog.storage.tables import job_events, jobs
+from queuelog.storage.tx import Tx
 from tests.reused_db import db_url, session_pg_url  # noqa: F401  (fixtures)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -10,8 +10,9 @@ import sqlalchemy as sa
 
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
-from queuelog.storage.db import Database, Tx
+from queuelog.storage.db import Database
 from queuelog.storage.tables import job_events, jobs
+from queuelog.storage.tx import Tx
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 J = jobs.c

@@ -10,8 +10,9 @@ import pytest
 import sqlalchemy as sa
 
 from queuelog.storage import checkpoint
-from queuelog.storage.db import Database, Tx
+from queuelog.storage.db import Database
 from queuelog.storage.tables import queuelog_meta
+from queuelog.storage.tx import Tx
 
 WRITES = 600  # a few pages each: past SQLite's default 1,000-page autocheckpoint
 

@@ -12,8 +12,9 @@ import sqlalchemy as sa
 
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
-from queuelog.storage.db import Database, Tx
+from queuelog.storage.db import Database
 from queuelog.storage.tables import job_events
+from queuelog.storage.tx import Tx
 from tests.storage.plans import Captured, pg_generic_plan, pg_nodes, sqlite_plan, until_limit
 from tests.storage.rows import T0, at, claim, events_of, insert, job
 

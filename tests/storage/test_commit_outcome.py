@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from queuelog.service.models import Actor, EnqueueRequest
 from queuelog.services import Services
 from queuelog.storage import jobs as jobs_sql
-from queuelog.storage.db import Tx
+from queuelog.storage.tx import Tx
 from tests.storage.rows import table_counts
 from tests.storage.test_shared_inserts import CALLERS, _enqueues, _while_writers_are_busy
 

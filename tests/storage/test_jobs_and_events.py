@@ -12,8 +12,9 @@ import sqlalchemy as sa
 
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
-from queuelog.storage.db import Database, Tx
+from queuelog.storage.db import Database
 from queuelog.storage.tables import jobs
+from queuelog.storage.tx import Tx
 from tests.storage.plans import pg_nodes, plans_kept
 from tests.storage.rows import T0, J, at, claim, events_of, insert, job, table_counts
 

@@ -16,7 +16,8 @@ from queuelog.storage import db as db_module
 from queuelog.storage import driver, engines
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
-from queuelog.storage.db import Database, Tx
+from queuelog.storage.db import Database
+from queuelog.storage.tx import Tx
 from tests.storage.plans import plans_kept
 from tests.storage.rows import job, table_counts
 

@@ -13,7 +13,7 @@ import pytest
 from queuelog.service.models import Actor, EnqueueRequest, Job
 from queuelog.services import Services
 from queuelog.storage import jobs as jobs_sql
-from queuelog.storage.db import Tx
+from queuelog.storage.tx import Tx
 
 CALLERS = 10
 

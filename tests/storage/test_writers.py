@@ -12,9 +12,10 @@ import sqlalchemy as sa
 
 from queuelog.config import Settings
 from queuelog.services import open_services
-from queuelog.storage.db import Database, Tx
+from queuelog.storage.db import Database
 from queuelog.storage.migrate import migrate
 from queuelog.storage.tables import queuelog_meta
+from queuelog.storage.tx import Tx
 
 
 def _put(tx: Tx, name: str, value: int) -> int:
