@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -14,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from queuelog.service import errors
 from queuelog.service.models import ApiKey, Priority, Role
+from queuelog.singleflight import SingleFlight
 from queuelog.storage import keys as keys_sql
 from queuelog.storage.db import Database
 
@@ -55,17 +57,23 @@ class KeyStore:
         self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, ApiKey]] = {}
         self._generation = 0  # bumped by forget(): a lookup begun before it is not cached
+        self._lookups: SingleFlight[str, ApiKey | None] = SingleFlight()
 
     async def verify(self, secret: str) -> ApiKey | None:
         """The live key whose secret this is, or None."""
         if not secret.startswith(PREFIX) or len(secret) > 256:
             return None
         digest = hash_secret(secret)
-        now = time.monotonic()
         hit = self._cache.get(digest)
-        if hit is not None and now - hit[0] < self.cache_seconds:
+        if hit is not None and time.monotonic() - hit[0] < self.cache_seconds:
             return hit[1]
-        generation = self._generation
+        # Requests that miss together (a key's entry expired under load) share one lookup;
+        # one begun before a revocation is not shared with requests after it.
+        lookup = functools.partial(self._look_up, digest, self._generation)
+        return await self._lookups.run(digest, self._generation, lookup)
+
+    async def _look_up(self, digest: str, generation: int) -> ApiKey | None:
+        now = time.monotonic()
         row = await self.db.read(keys_sql.by_hash, digest)
         if row is None or not hmac.compare_digest(row.secret_hash, digest):
             return None

@@ -3,12 +3,12 @@ as the caller may see it."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from typing import Any
 
 from queuelog.service import errors, validation
 from queuelog.service.models import Actor, Job, JobEvent, Page, Role, Status
+from queuelog.singleflight import SingleFlight
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
@@ -46,25 +46,11 @@ class SharedReads:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._reading: dict[int, tuple[int, asyncio.Future[Job | None]]] = {}
+        self._reads: SingleFlight[int, Job | None] = SingleFlight()
 
     async def get(self, job_id: int, since: int) -> Job | None:
         """The job as it is now, read after event `since` was committed; None if gone."""
-        reading = self._reading.get(job_id)
-        if reading is None or reading[0] < since:
-            reading = (since, asyncio.ensure_future(self._read(job_id)))
-            self._reading[job_id] = reading
-            reading[1].add_done_callback(functools.partial(self._done, job_id, reading))
-        # A caller that leaves (its subscriber went away) does not cancel the others' read.
-        return await asyncio.shield(reading[1])
-
-    def _done(
-        self, job_id: int, reading: tuple[int, asyncio.Future[Job | None]], _: object
-    ) -> None:
-        if self._reading.get(job_id) is reading:
-            del self._reading[job_id]
-        if not reading[1].cancelled():
-            reading[1].exception()  # retrieved here even if every caller left
+        return await self._reads.run(job_id, since, functools.partial(self._read, job_id))
 
     async def _read(self, job_id: int) -> Job | None:
         row = await self.db.read(jobs_sql.get, job_id)

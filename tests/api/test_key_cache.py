@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +43,73 @@ async def test_cache_off_looks_up_every_time(services: Services) -> None:
     assert (await keys.verify(secret)) is not None
     await services.db.write(keys_sql.revoke, "uncached", datetime.now(UTC))
     assert (await keys.verify(secret)) is None
+
+
+class CountedLookups:
+    """Counts the store's key lookups; while `held`, each waits for `release` once read."""
+
+    def __init__(self, services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        self.read = asyncio.Event()  # set once a lookup has read the key
+        self.gate: asyncio.Event | None = None
+        real = services.db.read
+
+        async def read(fn: Callable[..., Any], *a: Any, **k: Any) -> Any:
+            result = await real(fn, *a, **k)
+            if fn is keys_sql.by_hash:
+                self.count += 1
+                self.read.set()
+                if self.gate is not None:
+                    await self.gate.wait()
+            return result
+
+        monkeypatch.setattr(services.db, "read", read)
+
+
+async def test_requests_that_miss_together_share_one_lookup(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = KeyStore(services.db, ["email"], cache_seconds=60)
+    _, secret = await keys.create("busy", Role.PRODUCER)
+    lookups = CountedLookups(services, monkeypatch)
+    found = await asyncio.gather(*(keys.verify(secret) for _ in range(200)))
+    assert {key.name for key in found if key is not None} == {"busy"}
+    assert None not in found
+    assert lookups.count == 1
+
+
+async def test_a_lookup_begun_before_a_revocation_is_not_shared_after_it(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = KeyStore(services.db, ["email"], cache_seconds=60)
+    _, secret = await keys.create("revoked-meanwhile", Role.WORKER)
+    lookups = CountedLookups(services, monkeypatch)
+    lookups.gate = asyncio.Event()
+    before = asyncio.create_task(keys.verify(secret))
+    await asyncio.wait_for(lookups.read.wait(), 5)  # it read the live key and is held
+    assert await keys.revoke("revoked-meanwhile")
+    lookups.gate.set()
+    assert (await keys.verify(secret)) is None  # a lookup of its own, after the revocation
+    assert lookups.count == 2
+    assert (await before) is not None  # it asked before the revocation
+    assert (await keys.verify(secret)) is None  # and what it read was not cached
+
+
+async def test_a_caller_that_leaves_does_not_cancel_the_shared_lookup(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = KeyStore(services.db, ["email"], cache_seconds=60)
+    _, secret = await keys.create("left", Role.WORKER)
+    lookups = CountedLookups(services, monkeypatch)
+    lookups.gate = asyncio.Event()
+    leaving = asyncio.create_task(keys.verify(secret))
+    staying = asyncio.create_task(keys.verify(secret))
+    await asyncio.wait_for(lookups.read.wait(), 5)
+    leaving.cancel()
+    lookups.gate.set()
+    assert (await staying) is not None
+    assert leaving.cancelled()
+    assert lookups.count == 1
 
 
 @pytest.mark.parametrize("backend", ["postgresql"])
