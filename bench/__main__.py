@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
-import inspect
 import json
 import sys
 import tempfile
@@ -20,19 +18,15 @@ from typing import Any
 
 import uvloop
 
-from bench import bench_backlog, bench_http, bench_peers, bench_service, report
+from bench import (
+    bench_backlog,
+    bench_http,
+    bench_peers,
+    bench_service,
+    bench_subscriptions,
+    report,
+)
 from bench.common import BACKENDS, Profile, Server, database_url, median, rss_bytes
-
-
-def _subscriptions_module() -> Any:
-    """bench/bench_subscriptions.py, or None until the subscriptions issue lands it."""
-    try:
-        return importlib.import_module("bench.bench_subscriptions")
-    except ModuleNotFoundError:
-        return None
-
-
-bench_subscriptions = _subscriptions_module()
 
 NOTES = [
     "The load generator shares the 2 CPUs with the server, and other work ran on the machine "
@@ -56,20 +50,11 @@ def _log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-async def _subscriptions(backend: str, url: str, workdir: Path, profile: Profile) -> Any:
-    assert bench_subscriptions is not None
-    offered = {
-        "backend": backend,
-        "url": url,
-        "db_url": url,
-        "workdir": workdir,
-        "smoke": profile.smoke,
-        "profile": profile,
-        "subscribers": 20 if profile.smoke else 1_000,
-    }
-    params = inspect.signature(bench_subscriptions.run).parameters
-    result = bench_subscriptions.run(**{k: v for k, v in offered.items() if k in params})
-    return await result if inspect.isawaitable(result) else result
+async def _subscriptions(url: str, workdir: Path, profile: Profile) -> dict[str, Any]:
+    subscribers = 20 if profile.smoke else 1_000
+    return await bench_subscriptions.run(
+        url, workdir, subscribers=subscribers, smoke=profile.smoke, repeats=profile.repeats
+    )
 
 
 async def _memory(server: Server, seconds: float) -> dict[str, float]:
@@ -111,10 +96,9 @@ async def run_backend(backend: str, workdir: Path, profile: Profile) -> dict[str
         out["memory"] = await _memory(server, profile.soak_seconds)
     _log(f"{backend}: 4. claim latency at backlogs {profile.backlogs}, interleaved")
     out["backlog"] = await bench_backlog.run(backend, workdir, profile)
-    if bench_subscriptions is not None:
-        with database_url(backend, workdir) as url:
-            _log(f"{backend}: 5. subscription delivery")
-            out["subscriptions"] = await _subscriptions(backend, url, workdir, profile)
+    with database_url(backend, workdir) as url:
+        _log(f"{backend}: 5. subscription delivery")
+        out["subscriptions"] = await _subscriptions(url, workdir, profile)
     return out
 
 

@@ -228,6 +228,8 @@ async def soak(server: Server, seconds: float, sample: Any) -> dict[str, Any]:
         raise RuntimeError(f"a soak subscriber received no change: {received}")
     return {
         "ops": load.ops,
+        # Operations, not requests: enqueues plus claim+complete cycles that completed a job;
+        # the stats reads and empty claims of the mix are not counted.
         "rate": load.ops / c.elapsed,
         "subscribers": len(conns),
         "completed": load.completed,

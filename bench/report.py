@@ -1,4 +1,5 @@
-"""docs/benchmarks.md and the claim-latency plot, from the results of one run."""
+"""docs/benchmarks.md and the claim-latency plot, from the results of one run. Section 6 and
+the Targets rows against the peers are report_peers.py's."""
 
 from __future__ import annotations
 
@@ -8,26 +9,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.bench_peers import ONE as ONE_MODE
-from bench.bench_peers import QUEUELOG_MODES
+from bench.report_peers import num, peer_targets, peers_section, verdict
 
-AT_BEST = tuple(m for m in QUEUELOG_MODES if m != ONE_MODE)
-PEER_MODES = (
-    "- huey (no batch API; every enqueue and every dequeue is its own `BEGIN EXCLUSIVE` "
-    "transaction): N jobs enqueued, then dequeued until the queue is empty, from 1 thread; "
-    "from 4 or 16 threads sharing one `SqliteStorage` (one connection behind a lock), as "
-    "huey's consumer with thread workers shares its `Huey` instance; and from 4 threads with "
-    "a storage (connection) each, as its process workers have. The best of these counts.",
-    "- queuelog, 32 concurrent callers: 32 asyncio tasks call `JobService.enqueue`, then "
-    "`claim` (one job), then `complete`; the writer commits every write queued meanwhile in "
-    "one transaction (group commit), so concurrent calls share one fsync.",
-    "- queuelog, batches of 100: one caller; `enqueue_many` of 100 jobs, `claim(limit=100)`, "
-    "then `complete` per job (there is no batch complete), a claimed batch's 100 completes "
-    "issued concurrently so they share group commits.",
-    "- Each phase (enqueue N, take N, complete N) is timed on its own; a per-job rate is "
-    "1 / (1/enqueue + 1/dequeue or claim [+ 1/complete]).",
-)  # fmt: skip
-RATE_COLS = ("enqueue", "claim", "complete", "take_per_job", "full_per_job")
 HTTP_ROWS = (
     ("typename", "`{ __typename }`"),
     ("enqueue", "`enqueueJob`"),
@@ -74,14 +57,6 @@ def _cpus() -> list[str]:
     return [line for line in text.splitlines() if line.startswith("processor")]
 
 
-def _f(x: float, digits: int = 0) -> str:
-    return f"{x:,.{digits}f}"
-
-
-def _verdict(ok: bool) -> str:
-    return "met" if ok else "**missed**"
-
-
 def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
     be = results["backends"]
     names = list(be)
@@ -111,11 +86,11 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
         for name in names:
             try:
                 value, ok = check(be[name])
-                row.append(f"{value} ({_verdict(ok)})")
+                row.append(f"{value} ({verdict(ok)})")
             except KeyError:
                 row.append("n/a")
         out.append(f"| {label} | " + " | ".join(row) + " |")
-    out += _peer_targets(results["peers"], names)
+    out += peer_targets(results["peers"], names)
     out += ["", "## 1. Service layer, no HTTP", ""]
     out += [
         "One operation at a time, one transaction each. Reference: the same statements on the "
@@ -128,7 +103,7 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
         for op, label in (("enqueue", "enqueue"), ("cycle", "claim+complete")):
             r = be[name]["service"][op]
             out.append(
-                f"| {name} | {label} | {_f(r['service'])} | {_f(r['raw'])} | {r['ratio']:.2f} |"
+                f"| {name} | {label} | {num(r['service'])} | {num(r['raw'])} | {r['ratio']:.2f} |"
             )
     out += ["", "## 2-3. Over HTTP, one server process", ""]
     h0 = be[names[0]]["http"]
@@ -148,8 +123,8 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
         for op, label in HTTP_ROWS:
             ratio = f"{h[op]['ratio']:.2f}" if "ratio" in h[op] else ""
             out.append(
-                f"| {name} | {label} | {_f(h[op]['rate'])} | {h[op]['p50_ms']:.1f} | "
-                f"{h[op]['p99_ms']:.1f} | {ratio} | {_f(h[op]['server_us'])} | "
+                f"| {name} | {label} | {num(h[op]['rate'])} | {h[op]['p50_ms']:.1f} | "
+                f"{h[op]['p99_ms']:.1f} | {ratio} | {num(h[op]['server_us'])} | "
                 f"{h[op]['server_cores']:.2f} | {h[op]['client_cores']:.2f} |"
             )
     out += [
@@ -171,7 +146,7 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
         b = be[name]["backlog"]
         for size in (k for k in b if k.isdigit()):
             out.append(
-                f"| {name} | {_f(int(size))} | {b[size]['p50_ms']:.3f} | "
+                f"| {name} | {num(int(size))} | {b[size]['p50_ms']:.3f} | "
                 f"{b[size]['p99_ms']:.3f} | {b[size]['load_s']:.1f} |"
             )
     out.append("")
@@ -187,7 +162,7 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
         out += ["", "Claiming another type behind the largest backlog (a `sync` job each):", ""]
         for name, o in other.items():
             out.append(
-                f"- {name}: behind {_f(o['behind'])} pending `email` jobs, claim p50 "
+                f"- {name}: behind {num(o['behind'])} pending `email` jobs, claim p50 "
                 f"{o['p50_ms']:.3f} ms, p99 {o['p99_ms']:.3f} ms: {o['ratio']:.2f}x the p50 "
                 "at the smallest backlog in the same repeat (median of the paired ratios)"
             )
@@ -196,20 +171,21 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
     if subs:
         out += _subscriptions(subs)
     else:
-        out.append("Not measured: `bench/bench_subscriptions.py` is not there yet.")
-    out += ["", "## 6. Peers, side by side", "", *_peers(results["peers"])]
+        out.append("Not measured in this run.")
+    out += ["", "## 6. Peers, side by side", "", *peers_section(results["peers"])]
     out += ["## Memory", ""]
     for name in names:
         m = be[name].get("memory")
         if m:
             subscribed = (
                 f" with {m['subscribers']} subscriptions to the jobs it completed, receiving "
-                f"{_f(m['deliveries'])} of {_f(m['subscribers'] * m['completed'])} changes"
+                f"{num(m['deliveries'])} of {num(m['subscribers'] * m['completed'])} changes"
                 if "subscribers" in m
                 else ""
             )
             out.append(
-                f"- {name}: {m['seconds']:.0f} s of mixed load at {_f(m['rate'])} req/s"
+                f"- {name}: {m['seconds']:.0f} s of mixed load at {num(m['rate'])} ops/s"
+                " (enqueues + completed claim+complete cycles)"
                 f"{subscribed}: RSS "
                 f"{m['start_mib']:.1f} MiB after warm-up, {m['end_mib']:.1f} MiB at the end, "
                 f"peak {m['max_mib']:.1f} MiB: drift {m['drift_pct']:+.1f} %."
@@ -222,8 +198,10 @@ def _subscriptions(subs: dict[str, Any]) -> list[str]:
     first = next(iter(next(iter(subs.values())).values()))
     out = [
         "Every subscriber must receive every change (jobs enqueued at "
-        f"{first['rate_per_s']:g}/s); each selection has its own new connections, measured "
-        "one after the other on one server. Selections: *events* = `jobStatusChanged(type: "
+        f"{first['rate_per_s']:g}/s); each measurement has its own new connections, on one "
+        "server, both selections in every repeat, which goes first alternating; counts are "
+        "summed over the repeats, times are medians. Selections: *events* = "
+        "`jobStatusChanged(type: "
         "…) { cursor occurredAt }`; *with the job* = `jobStatusChanged(type: …) { cursor "
         "occurredAt status job { id status } }`, as a frontend showing job status asks (one "
         "read of the job per change, shared by its subscribers); latency = the subscriber's "
@@ -238,171 +216,11 @@ def _subscriptions(subs: dict[str, Any]) -> list[str]:
         for selection, s in by_selection.items():
             out.append(
                 f"| {name} | {SELECTION_LABELS.get(selection, selection)} | "
-                f"{_f(s['subscribers'])} | {_f(s['events'])} | "
-                f"{_f(s['delivered'])}/{_f(s['expected'])} | {s['p50_ms']:.1f} | "
-                f"{s['p99_ms']:.1f} | {s['max_ms']:.1f} | {_f(s['server_us_per_delivery'])} |"
+                f"{num(s['subscribers'])} | {num(s['events'])} | "
+                f"{num(s['delivered'])}/{num(s['expected'])} | {s['p50_ms']:.1f} | "
+                f"{s['p99_ms']:.1f} | {s['max_ms']:.1f} | {num(s['server_us_per_delivery'])} |"
             )
     return out
-
-
-def _x(ratio: float) -> str:
-    return f"{ratio:.2f}x"
-
-
-def _ahead(take: float, full: float) -> str:
-    def yes(ratio: float) -> str:
-        return "yes" if ratio > 1 else "**no**"
-
-    return f"{yes(take)} / {yes(full)}"
-
-
-def _peer_targets(peers: dict[str, Any], names: list[str]) -> list[str]:
-    """The issue's "ahead of huey's SQLite storage per job" target, one row per mode: the
-    verdict is on enqueue+claim (huey's enqueue+dequeue); the figure with complete is shown."""
-    e = peers.get("embedded")
-    if e is None:
-        return []
-    cells = {ONE_MODE + " (vs huey 1 thread)": (e["ratio_take"], e["ratio_full"])}
-    for mode in AT_BEST:
-        r = e["best"]["ratios"][mode]
-        cells[f"{mode} (vs huey's best)"] = (r["take_per_job"], r["full_per_job"])
-    rows = []
-    for label, (take, full) in cells.items():
-        row = [
-            f"{_x(take)}; {_x(full)} with complete ({_verdict(take > 1)})"
-            if name == "sqlite"
-            else "n/a"
-            for name in names
-        ]
-        rows.append(
-            f"| ahead of huey's SQLite storage per job (enqueue+claim): {label} | "
-            + " | ".join(row)
-            + " |"
-        )
-    return rows
-
-
-def _rate_row(side: str, mode: str, r: dict[str, float], dequeue: str = "claim") -> str:
-    complete = _f(r["complete"]) if "complete" in r else "n/a"
-    full = _f(r["full_per_job"]) if "full_per_job" in r else "n/a"
-    return (
-        f"| {side} | {mode} | {_f(r['enqueue'])} | {_f(r[dequeue])} | {complete} | "
-        f"{_f(r.get('take_per_job', r.get('per_job', 0.0)))} | {full} |"
-    )
-
-
-def _peers(peers: dict[str, Any]) -> list[str]:
-    out: list[str] = []
-    head = [
-        "| side | mode | enqueue /s | dequeue (claim) /s | complete /s | jobs/s: enqueue+"
-        "dequeue (claim) | jobs/s: with complete |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    if "embedded" in peers:
-        e = peers["embedded"]
-        b = e["best"]
-        out += [
-            "### Embedded: huey's SQLite storage",
-            "",
-            "Both sides on a SQLite file in the same directory, WAL, fsync on: synchronous="
-            "FULL. huey's `SqliteStorage(fsync=True)` sets `pragma synchronous=2` (FULL); "
-            "queuelog's default `sqlite_synchronous` is FULL. Read back from the connections "
-            f"in this run: {', '.join(e['synchronous'])} (2 = FULL).",
-            "",
-            "What each does per job: a huey enqueue inserts one row; a huey dequeue deletes it. "
-            "A queuelog enqueue inserts the job and an event row; a claim also looks for "
-            "expired leases to rescue, takes the job under a lease and writes an event row; "
-            "a complete records the outcome (status, result, finish time) and an event row. "
-            "huey records no lease, no event and no outcome.",
-            "",
-            "#### One at a time",
-            "",
-            "One caller, one job per call, one transaction per operation (huey's row is its "
-            "1-thread mode below).",
-            "",
-            "| | enqueue /s | dequeue (claim) /s | complete /s | jobs/s through |",
-            "|---|---|---|---|---|",
-            f"| huey | {_f(e['huey_enqueue'])} | {_f(e['huey_dequeue'])} | n/a | "
-            f"{_f(e['huey_per_job'])} |",
-            f"| queuelog | {_f(e['queuelog_enqueue'])} | {_f(e['queuelog_claim'])} | "
-            f"{_f(e['queuelog_complete'])} | {_f(e['queuelog_take_per_job'])} "
-            f"(with complete: {_f(e['queuelog_full_per_job'])}) |",
-            "",
-            f"Ratio queuelog/huey per job: {e['ratio_take']:.2f} enqueue+claim, "
-            f"{e['ratio_full']:.2f} enqueue+claim+complete.",
-            "",
-            "#### Each at its best",
-            "",
-            *PEER_MODES,
-            "",
-            *head,
-            *(_rate_row("huey", m, r, "dequeue") for m, r in b["huey"].items()),
-            *(_rate_row("queuelog", m, r) for m, r in b["queuelog"].items()),
-            "",
-            "Ratio queuelog/huey's best (for each column, the best huey mode of the same repeat):",
-            "",
-            "| queuelog mode | enqueue | claim / dequeue | per job | per job with complete | "
-            "ahead of huey per job? (without / with complete) |",
-            "|---|---|---|---|---|---|",
-        ]
-        for mode in AT_BEST:
-            r = b["ratios"][mode]
-            out.append(
-                f"| {mode} | {_x(r['enqueue'])} | {_x(r['claim'])} | {_x(r['take_per_job'])} | "
-                f"{_x(r['full_per_job'])} | {_ahead(r['take_per_job'], r['full_per_job'])} |"
-            )
-        out += ["", _huey_verdict(e), ""]
-    if "server" in peers:
-        s = peers["server"]
-        out += [
-            "### Server: PgQueuer on the same PostgreSQL",
-            "",
-            "One at a time: enqueue; dequeue one job and log it successful.",
-            "",
-            "| | enqueue /s | claim+complete /s |",
-            "|---|---|---|",
-            f"| PgQueuer | {_f(s['pgqueuer_enqueue'])} | {_f(s['pgqueuer_cycle'])} |",
-            f"| queuelog | {_f(s['queuelog_enqueue'])} | {_f(s['queuelog_cycle'])} |",
-            f"| ratio | {s['ratio_enqueue']:.2f} | {s['ratio_cycle']:.2f} |",
-            "",
-        ]
-        if "best" in s:
-            out += _pg_best(s["best"], head)
-    return out
-
-
-def _huey_verdict(e: dict[str, Any]) -> str:
-    r = e["best"]["ratios"]
-    ahead = [m for m in AT_BEST if r[m]["take_per_job"] > 1]
-    full = [m for m in AT_BEST if r[m]["full_per_job"] > 1]
-    behind = [ONE_MODE] * (e["ratio_take"] <= 1) + [m for m in AT_BEST if m not in ahead]
-    return (
-        "**Ahead of huey's SQLite storage on enqueue+dequeue per job**: "
-        f"{', '.join(ahead) or 'no mode'}; behind: {', '.join(behind) or 'no mode'}. "
-        "Counting queuelog's complete too (bookkeeping huey does not do): ahead in "
-        f"{', '.join(full) or 'no mode'}."
-    )
-
-
-def _pg_best(b: dict[str, Any], head: list[str]) -> list[str]:
-    out = [
-        "At best: PgQueuer with its batch calls, 100 jobs each (`enqueue` of lists, "
-        "`dequeue(batch_size=100)`, `log_jobs` of the batch, which is its complete), against "
-        "queuelog's modes as on SQLite above.",
-        "",
-        *head,
-        _rate_row("PgQueuer", "batches of 100", b["pgqueuer"]),
-        *(_rate_row("queuelog", m, r) for m, r in b["queuelog"].items()),
-        "",
-        "| queuelog mode / PgQueuer batches | enqueue | claim / dequeue | complete / log | "
-        "per job | per job with complete |",
-        "|---|---|---|---|---|---|",
-    ]
-    for mode in AT_BEST:
-        r = b["ratios"][mode]
-        out.append(f"| {mode} | " + " | ".join(_x(r[k]) for k in RATE_COLS) + " |")
-    ahead = [m for m in AT_BEST if b["ratios"][m]["take_per_job"] > 1]
-    return [*out, "", f"Ahead of PgQueuer's batches per job: {', '.join(ahead) or 'no mode'}.", ""]
 
 
 def _targets() -> list[tuple[str, Any]]:
@@ -415,12 +233,12 @@ def _targets() -> list[tuple[str, Any]]:
         ("HTTP enqueueJob ≥ 0.4x `__typename`",
          lambda b: (f"{b['http']['enqueue']['ratio']:.2f}x", b["http"]["enqueue"]["ratio"] >= 0.4)),
         ("HTTP enqueueJob ≥ 1,500/s",
-         lambda b: (_f(b["http"]["enqueue"]["rate"]), b["http"]["enqueue"]["rate"] >= 1500)),
+         lambda b: (num(b["http"]["enqueue"]["rate"]), b["http"]["enqueue"]["rate"] >= 1500)),
         ("HTTP enqueueJob p99 ≤ 50 ms",
          lambda b: (f"{b['http']['enqueue']['p99_ms']:.0f} ms",
                     b["http"]["enqueue"]["p99_ms"] <= 50)),
         ("enqueueJobs ≥ 20,000 jobs/s",
-         lambda b: (_f(b["http"]["batch"]["rate"]), b["http"]["batch"]["rate"] >= 20_000)),
+         lambda b: (num(b["http"]["batch"]["rate"]), b["http"]["batch"]["rate"] >= 20_000)),
         ("claim at largest backlog ≤ 1.5x at 1k, same repeat",
          lambda b: (f"{b['backlog']['ratio']:.2f}x", b["backlog"]["ratio"] <= 1.5)),
         ("RSS flat ± 10 %",
