@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import strawberry
+from strawberry.types.nodes import SelectedField, Selection
 
 from queuelog.resolvers.context import Context, bad_input
 from queuelog.schema.types import (
@@ -19,6 +22,15 @@ from queuelog.service.errors import ValidationFailed
 from queuelog.service.models import Priority
 
 Info = strawberry.Info[Context, None]
+
+
+def _selects(selections: Iterable[Selection], name: str) -> bool:
+    """Whether `selections` select the field `name`, directly or through a fragment (a
+    field under @skip or @include counts as selected)."""
+    return any(
+        s.name == name if isinstance(s, SelectedField) else _selects(s.selections, name)
+        for s in selections
+    )
 
 
 def parse_id(value: str) -> int | None:
@@ -53,9 +65,16 @@ async def jobs(
     after: str | None = None,
 ) -> JobConnection:
     actor = info.context.require_actor()
+    # The total counts every matching job: a frontend paging without it does not pay for it.
+    total = any(_selects(f.selections, "totalCount") for f in info.selected_fields)
     try:
         page = await info.context.service.page(
-            actor, status=status, job_type=type, first=50 if first is None else first, after=after
+            actor,
+            status=status,
+            job_type=type,
+            first=50 if first is None else first,
+            after=after,
+            total=total,
         )
     except ValidationFailed as exc:
         raise bad_input(exc.message, exc.field) from None

@@ -163,7 +163,8 @@ class JobConnection:
     edges: list[JobEdge]
     nodes: list[Job]
     page_info: PageInfo
-    total_count: int
+    # None when the operation does not select it (it is then never shown).
+    total_count: int | None = strawberry.field(graphql_type=int)
 
 
 @strawberry.type

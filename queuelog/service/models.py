@@ -148,7 +148,7 @@ class EnqueueRequest:
 class Page:
     jobs: list[Job]
     has_next: bool
-    total: int
+    total: int | None  # None when not asked for
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,7 +81,10 @@ class JobReads:
         job_type: str | None,
         first: int,
         after: str | None,
+        total: bool = True,
     ) -> Page:
+        """A page of the jobs the actor may see, newest first; with `total`, how many match
+        (a count of them all: leave it out unless it is shown)."""
         validation.bounded(first, 1, PAGE_MAX, "first", ["first"])
         before_id = None
         if after is not None:
@@ -89,16 +92,17 @@ class JobReads:
                 raise errors.ValidationFailed("after is not a cursor from this list", ["after"])
             before_id = int(after)
         if not _matchable(job_type):
-            return Page([], False, 0)
-        rows, more, total = await self.db.read(
+            return Page([], False, 0 if total else None)
+        rows, more, count = await self.db.read(
             jobs_sql.page,
             **_scope(actor),
             status=None if status is None else status.value,
             job_type=job_type,
             first=first,
             before_id=before_id,
+            count=total,
         )
-        return Page([Job.from_row(r) for r in rows], more, total)
+        return Page([Job.from_row(r) for r in rows], more, count)
 
     async def counts(self, actor: Actor, job_type: str | None) -> dict[str, int]:
         if not _matchable(job_type):

@@ -1,0 +1,81 @@
+"""`jobs { totalCount }` counts every matching job, which at a deep backlog costs far more
+than the page: the count runs only when the operation selects it (directly, through a
+fragment, or aliased). In-process server (`inprocess.live`) so that the reader's statements
+can be counted while a real HTTP client asks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from queuelog.service.models import Actor, EnqueueRequest, Role
+from queuelog.services import Services
+from tests.subscriptions.inprocess import live, settings  # noqa: F401  (fixtures)
+from tests.support import LiveServer
+
+PAGE = "{ jobs(first: 2) { nodes { id } pageInfo { hasNextPage } } }"
+SELECTED = {
+    "directly": "{ jobs(first: 2) { totalCount nodes { id } } }",
+    "by a fragment": "{ jobs(first: 1) { ...T } } fragment T on JobConnection { totalCount }",
+    "inline, aliased": "{ jobs(first: 1) { ... on JobConnection { n: totalCount } } }",
+    "skipped": "{ jobs(first: 1) { totalCount @skip(if: true) nodes { id } } }",
+}
+
+
+@pytest.fixture
+def counts(services: Services) -> Iterator[list[str]]:
+    """The COUNT statements the server's readers run."""
+    seen: list[str] = []
+
+    def before(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "count(" in statement.lower():
+            seen.append(statement)
+
+    sa.event.listen(services.db.reader, "before_cursor_execute", before)
+    yield seen
+    sa.event.remove(services.db.reader, "before_cursor_execute", before)
+
+
+async def _query(server: LiveServer, key: str, query: str) -> dict[str, Any]:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(
+            server.url, json={"query": query}, headers={"Authorization": f"Bearer {key}"}
+        )
+    body = response.json()
+    assert "errors" not in body, body
+    return dict(body["data"]["jobs"])
+
+
+async def _three_jobs(services: Services) -> None:
+    actor = Actor("producer-1", Role.PRODUCER)
+    for _ in range(3):
+        await services.service.enqueue(actor, EnqueueRequest(type="email"))
+
+
+async def test_a_page_without_total_count_counts_nothing(
+    live: tuple[LiveServer, str], services: Services, counts: list[str]
+) -> None:
+    server, key = live
+    await _three_jobs(services)
+    page = await _query(server, key, PAGE)
+    assert len(page["nodes"]) == 2
+    assert page["pageInfo"]["hasNextPage"] is True
+    assert counts == []
+
+
+@pytest.mark.parametrize("how", SELECTED)
+async def test_total_count_is_counted_when_selected(
+    live: tuple[LiveServer, str], services: Services, counts: list[str], how: str
+) -> None:
+    server, key = live
+    await _three_jobs(services)
+    page = await _query(server, key, SELECTED[how])
+    assert len(counts) == 1
+    if how != "skipped":
+        assert page.get("totalCount", page.get("n")) == 3
+    else:
+        assert "totalCount" not in page
