@@ -21,7 +21,7 @@ from strawberry.types import ExecutionContext, ExecutionResult
 from queuelog.auth.permissions import AdminOnly, Authenticated, ProducerOrAdmin, WorkerOrAdmin
 from queuelog.config import Settings
 from queuelog.resolvers import mutations, queries, subscriptions
-from queuelog.schema.executor import Executor
+from queuelog.schema.executor import Executor, SharedEvents
 from queuelog.schema.extension import (
     LeanRunner,
     OperationGuard,
@@ -135,6 +135,7 @@ class QueuelogSchema(strawberry.Schema):
             execution_context_class=Executor,
         )
         self.limits = limits
+        self.events = SharedEvents()  # subscription events' results (`Executor`)
         graphql_schema = self._schema
         self.prepared = PreparedOperations(
             graphql_schema,

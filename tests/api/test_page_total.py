@@ -1,6 +1,6 @@
 """`jobs { totalCount }` counts every matching job, which at a deep backlog costs far more
 than the page: the count runs only when the operation selects it (directly, through a
-fragment, or aliased). In-process server (`inprocess.live`) so that the reader's statements
+fragment, or aliased). In-process server (the `live` fixture) so that the reader's statements
 can be counted while a real HTTP client asks."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import sqlalchemy as sa
 
 from queuelog.service.models import Actor, EnqueueRequest, Role
 from queuelog.services import Services
-from tests.subscriptions.inprocess import live, settings  # noqa: F401  (fixtures)
 from tests.support import LiveServer
 
 PAGE = "{ jobs(first: 2) { nodes { id } pageInfo { hasNextPage } } }"

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.subscriptions.inprocess import live, settings  # noqa: F401  (fixtures)
+from tests.inprocess import live, settings  # noqa: F401  (fixtures)
 from tests.support import BACKENDS, LiveServer, database_url
 
 # Short protocol timers, a one-event window (so that the table is read, not memory), and a

@@ -11,11 +11,15 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
+from graphql import ExecutionResult, OperationDefinitionNode, parse
+from graphql.execution.executor import Executor as GraphQLExecutor
 
+from queuelog.schema.executor import SharedEvents
+from queuelog.schema.types import JobEvent
 from queuelog.service.models import Actor, EnqueueRequest, Role
 from queuelog.services import Services
 from queuelog.storage import jobs as jobs_sql
-from tests.subscriptions.inprocess import until
+from tests.inprocess import until
 from tests.subscriptions.wsclient import WS, ws
 from tests.support import LiveServer
 
@@ -23,6 +27,7 @@ CONNECTIONS, PER_CONNECTION = 10, 30  # 300 subscriptions
 SHOWING_THE_JOB = """subscription($type: String) {
   jobStatusChanged(type: $type) { cursor status job { id status } }
 }"""
+EVENT_ONLY = "subscription($type: String) { jobStatusChanged(type: $type) { status } }"
 ORDER = {"PENDING": 0, "RUNNING": 1, "COMPLETED": 2}
 PRODUCER = Actor("p", Role.PRODUCER)
 WORKER = Actor("w", Role.WORKER)
@@ -67,3 +72,95 @@ async def test_one_change_to_many_subscribers_reads_the_job_once(
     # 900 deliveries of three changes; without sharing, 900 reads.
     assert reads and set(reads) == {job.id}
     assert len(reads) <= 3 * 3, len(reads)
+
+
+@pytest.fixture
+def executions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The event ids of the subscription events graphql-core executes."""
+    seen: list[int] = []
+    real = GraphQLExecutor.execute_operation
+
+    def execute_operation(self: GraphQLExecutor, *a: Any, **k: Any) -> Any:
+        if isinstance(self.root_value, JobEvent):
+            seen.append(self.root_value.event_id)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(GraphQLExecutor, "execute_operation", execute_operation)
+    return seen
+
+
+@pytest.mark.parametrize("query", [SHOWING_THE_JOB, EVENT_ONLY], ids=["with job", "event only"])
+async def test_subscribers_that_ask_alike_share_one_execution_per_event(
+    live: tuple[LiveServer, str], services: Services, executions: list[int], query: str
+) -> None:
+    server, key = live
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(ws(server, key)) for _ in range(3)]
+        for client in clients:
+            for _ in range(20):
+                await client.subscribe({"type": "email"}, query)
+        await until(lambda: services.feed.followers == 60)
+        job, _ = await services.service.enqueue(PRODUCER, EnqueueRequest("email"))
+        await services.service.claim(WORKER, ["email"], None)
+        payloads = [m["payload"] for c in clients for m in await c.take(2 * 20)]
+    assert all("errors" not in p for p in payloads), payloads
+    changes = [p["data"]["jobStatusChanged"] for p in payloads]
+    assert sorted(c["status"] for c in changes) == ["PENDING"] * 60 + ["RUNNING"] * 60
+    if query is SHOWING_THE_JOB:
+        assert {c["job"]["id"] for c in changes} == {str(job.id)}
+    # 120 deliveries of two changes: two executions (one per change), not 120.
+    assert len(executions) == 2 and len(set(executions)) == 2, executions
+
+
+async def test_what_differs_by_actor_operation_or_variables_is_not_shared(
+    live: tuple[LiveServer, str], services: Services
+) -> None:
+    server, admin = live
+    _, producer = await services.keys.create("p", Role.PRODUCER)
+    shows_error = "subscription($t: String) { jobStatusChanged(type: $t) { status job { error } } }"
+    cursor_only = "subscription($t: String) { jobStatusChanged(type: $t) { cursor } }"
+    history = """subscription($t: String, $n: Int) {
+      jobStatusChanged(type: $t) { job { events(first: $n) { status } } } }"""
+    seen: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    async with ws(server, admin) as a, ws(server, producer) as p:
+        ops = {
+            "admin": ("a", await a.subscribe({"t": "email"}, shows_error)),
+            "admin, cursor only": ("a", await a.subscribe({"t": "email"}, cursor_only)),
+            "admin, no type": ("a", await a.subscribe({"t": None}, shows_error)),
+            "history of 1": ("a", await a.subscribe({"t": "email", "n": 1}, history)),
+            "history of 3": ("a", await a.subscribe({"t": "email", "n": 3}, history)),
+            "producer": ("p", await p.subscribe({"t": "email"}, shows_error)),
+        }
+        await until(lambda: services.feed.followers == 6)
+        job, _ = await services.service.enqueue(PRODUCER, EnqueueRequest("email", max_retries=0))
+        await services.service.claim(WORKER, ["email"], None)
+        await services.service.fail(WORKER, job.id, "boom: secret detail", retryable=False)
+        for name, client in (("a", a), ("p", p)):
+            for message in await client.take(3 * sum(1 for c, _ in ops.values() if c == name)):
+                assert "errors" not in message["payload"], message
+                change = message["payload"]["data"]["jobStatusChanged"]
+                seen.setdefault((name, message["id"]), []).append(change)
+    last = {who: seen[op][-1] for who, op in ops.items()}
+    # The admin is shown the worker's error, the producer not (V-10), whichever came first;
+    # other variables bring the same change; another operation gets its own shape.
+    assert last["admin"] == {"status": "FAILED", "job": {"error": "boom: secret detail"}}
+    assert last["admin, no type"] == last["admin"]
+    assert last["producer"] == {"status": "FAILED", "job": {"error": None}}
+    assert all(set(c) == {"cursor"} for c in seen[ops["admin, cursor only"]])
+    assert len(last["history of 1"]["job"]["events"]) == 1
+    assert len(last["history of 3"]["job"]["events"]) == 3
+
+
+def test_shared_results_are_the_newest_few_and_never_another_operation_s() -> None:
+    shared = SharedEvents()
+    operation = parse("subscription { jobStatusChanged { cursor } }").definitions[0]
+    other = parse("subscription { jobStatusChanged { status } }").definitions[0]
+    assert isinstance(operation, OperationDefinitionNode)
+    assert isinstance(other, OperationDefinitionNode)
+    for event_id in range(SharedEvents.MAX + 10):
+        shared.put((1, b"{}", WORKER, event_id), operation, ExecutionResult({"n": event_id}))
+    assert shared.get((1, b"{}", WORKER, 9), operation) is None  # the oldest are gone
+    kept = shared.get((1, b"{}", WORKER, SharedEvents.MAX + 9), operation)
+    assert isinstance(kept, ExecutionResult) and kept.data == {"n": SharedEvents.MAX + 9}
+    # An entry is only ever the result of its own operation, whatever its key says.
+    assert shared.get((1, b"{}", WORKER, SharedEvents.MAX + 9), other) is None

@@ -14,7 +14,7 @@ from contextlib import AsyncExitStack
 
 from queuelog.service.models import Actor, EnqueueRequest, Role
 from queuelog.services import Services
-from tests.subscriptions.inprocess import until
+from tests.inprocess import until
 from tests.subscriptions.wsclient import WS, ws
 from tests.support import LiveServer
 

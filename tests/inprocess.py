@@ -1,6 +1,7 @@
 """A `queuelog` server in the test's own process (uvicorn on a real port), so that a test
-can count what the server does while real WebSocket clients talk to it. `conftest` offers
-the fixtures to every test here."""
+can count what the server does while real HTTP and WebSocket clients talk to it. The root
+`conftest` offers `live` to every test; the subscriptions' `conftest` also `settings`, which
+turns the rate limit off for their hundreds of subscriptions."""
 
 from __future__ import annotations
 
