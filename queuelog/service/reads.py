@@ -84,7 +84,7 @@ class JobReads:
         total: bool = True,
     ) -> Page:
         """A page of the jobs the actor may see, newest first; with `total`, how many match
-        (a count of them all: leave it out unless it is shown)."""
+        (for a worker, a count of them all: leave it out unless it is shown)."""
         validation.bounded(first, 1, PAGE_MAX, "first", ["first"])
         before_id = None
         if after is not None:

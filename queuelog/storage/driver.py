@@ -21,8 +21,9 @@ from typing import Any, NamedTuple
 import orjson
 from sqlalchemy.dialects import postgresql
 
+from queuelog.storage import counts
 from queuelog.storage.tables import RUNNING, UTCDateTime, jobs
-from queuelog.storage.tx import Tx
+from queuelog.storage.tx import EventRow, Tx
 
 
 class JobRow(NamedTuple):
@@ -238,12 +239,17 @@ def _insert_with_events_sql(names: tuple[str, ...]) -> str:
     # every event id is drawn under the lock, as in _PG_INSERT_EVENTS. That CTE is not read
     # by the outer SELECT, whose sort has taken every job first: PostgreSQL runs it after,
     # so the jobs' own insert stays outside the lock.
+    # The job counts go up in the same statement, under the lock too (storage.counts).
     return (
         f"WITH ins AS ({_insert_sql('postgresql', names, 0, _COLUMNS)}),"
         f" ev_lock AS MATERIALIZED (SELECT {_LOCK_AND_NOTIFY}),"
         f" ev AS (INSERT INTO job_events ({_EVENT_COLUMNS})"
         " SELECT id, type, producer, worker_id, NULL, status, updated_at"
-        " FROM ev_lock, ins ORDER BY id)"
+        " FROM ev_lock, ins ORDER BY id),"
+        " cnt AS (INSERT INTO job_counts (job_type, producer, status, n)"
+        " SELECT type, producer, status, count(*) FROM ev_lock, ins"
+        " GROUP BY type, producer, status ORDER BY type, producer, status"
+        f"{_ADD_COUNTS})"
         " SELECT id, pg_current_xact_id()::text FROM ins ORDER BY id"
     )
 
@@ -330,8 +336,17 @@ _LOCK_AND_NOTIFY = f"pg_advisory_xact_lock({EVENT_LOCK_KEY}), pg_notify('{NOTIFY
 # recorded in. Its rows exist only once the lock is held (the join needs the CTE's row), so
 # every id is drawn under it. It returns the transaction's id, to ask after should the
 # COMMIT fail.
+_ADD_COUNTS = (
+    " ON CONFLICT (job_type, producer, status) DO UPDATE SET n = job_counts.n + EXCLUDED.n"
+)
+# The transaction's job-count deltas (storage.counts) go in with its events, as a second
+# JSON parameter, under the same lock.
 _PG_INSERT_EVENTS = (
-    f"WITH ev_lock AS MATERIALIZED (SELECT pg_current_xact_id()::text AS xid, {_LOCK_AND_NOTIFY})"
+    f"WITH ev_lock AS MATERIALIZED (SELECT pg_current_xact_id()::text AS xid, {_LOCK_AND_NOTIFY}),"
+    " cnt AS (INSERT INTO job_counts (job_type, producer, status, n)"
+    " SELECT d->>0, d->>1, d->>2, (d->>3)::BIGINT"
+    " FROM ev_lock, json_array_elements(%s::json) WITH ORDINALITY AS c(d, n)"
+    f" ORDER BY n{_ADD_COUNTS})"
     f" INSERT INTO job_events ({_EVENT_COLUMNS})"
     " SELECT (e->>0)::BIGINT, e->>1, e->>2, e->>3, e->>4, e->>5, (e->>6)::TIMESTAMPTZ"
     " FROM ev_lock, json_array_elements(%s::json) WITH ORDINALITY AS v(e, n) ORDER BY n"
@@ -346,13 +361,23 @@ def _sqlite_insert_events_sql(rows: int) -> str:
     )
 
 
-def insert_events(tx: Tx, rows: Sequence[Sequence[Any]]) -> str | None:
-    """Append events in one statement (per SQLite's variable limit); ids ascend in order.
-    On PostgreSQL, under the event-order lock; it returns the transaction's id."""
+def insert_events(tx: Tx, rows: Sequence[EventRow]) -> str | None:
+    """Append events in one statement (per SQLite's variable limit); ids ascend in order;
+    and apply their job-count deltas. On PostgreSQL, both in one statement under the
+    event-order lock; it returns the transaction's id."""
+    changes = counts.deltas(rows)
     if tx.dialect == "postgresql":
         arrays = _json([tuple(row) for row in rows], (row[-1] for row in rows))
-        found = cursor(tx).execute(_PG_INSERT_EVENTS, [arrays]).fetchone()
-        return None if found is None else str(found[0])
+        found = cursor(tx).execute(_PG_INSERT_EVENTS, [counts.deltas_json(changes), arrays])
+        row = found.fetchone()
+        return None if row is None else str(row[0])
+    if changes:
+        marks = ", ".join(["(?, ?, ?, ?)"] * len(changes))
+        cursor(tx).execute(
+            f"INSERT INTO job_counts (job_type, producer, status, n) VALUES {marks}"
+            " ON CONFLICT (job_type, producer, status) DO UPDATE SET n = n + excluded.n",
+            [v for change in changes for v in change],
+        )
     if len(rows) == 1:
         execute(tx, _INSERT_EVENT, rows[0])
         return None

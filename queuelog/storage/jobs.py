@@ -6,6 +6,7 @@ the rest is SQLAlchemy Core here.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
 
 from queuelog.storage import claims, driver
+from queuelog.storage import counts as counts_sql
 from queuelog.storage import events as events_sql
 from queuelog.storage.driver import JobRow
 from queuelog.storage.driver import expired_leases as expired_leases  # as it is
@@ -169,15 +171,18 @@ def page(
     count: bool = True,
 ) -> tuple[list[Row[Any]], bool, int | None]:
     """Newest first: up to `first` jobs with id below `before_id`, whether more follow, and
-    (if `count`; else None) the total that match the filter: a count of every matching
-    row, which at a deep backlog costs far more than the page."""
+    (if `count`; else None) the total that match the filter: from the job counts, except
+    for a worker's view, where it counts every matching row (far more than the page at a
+    deep backlog)."""
     cond = _visible(producer, worker)
     if status is not None:
         cond.append(J.status == status)
     if job_type is not None:
         cond.append(J.type == job_type)
     total = None
-    if count:
+    if count and worker is None:  # from the counters, whatever the table holds
+        total = counts_sql.total(tx, producer=producer, job_type=job_type, status=status)
+    elif count:
         stmt = sa.select(sa.func.count()).select_from(jobs).where(*cond)
         total = tx.conn.execute(stmt).scalar_one()
     if before_id is not None:
@@ -191,11 +196,14 @@ def page(
 def counts(
     tx: Tx, *, producer: str | None, worker: str | None, job_type: str | None
 ) -> dict[str, int]:
-    cond = _visible(producer, worker)
-    if job_type is not None:
-        cond.append(J.type == job_type)
-    stmt = sa.select(J.status, sa.func.count()).where(*cond).group_by(J.status)
-    found = {status: int(n) for status, n in tx.conn.execute(stmt).all()}
+    if worker is None:  # from the counters, whatever the table holds
+        found = counts_sql.by_status(tx, producer=producer, job_type=job_type)
+    else:
+        cond = _visible(producer, worker)
+        if job_type is not None:
+            cond.append(J.type == job_type)
+        stmt = sa.select(J.status, sa.func.count()).where(*cond).group_by(J.status)
+        found = {status: int(n) for status, n in tx.conn.execute(stmt).all()}
     return {s: found.get(s, 0) for s in STATUSES}
 
 
@@ -221,13 +229,13 @@ def prune(tx: Tx, status: str, finished_before: datetime, limit: int) -> int:
         return 0
     events_sql.note_pruned(tx, ids)  # subscriptions resuming from below it must hear so
     # Re-check the status: a job retried since the select stays.
-    gone = list(
-        tx.conn.execute(
-            jobs.delete().where(J.id.in_(ids), J.status == status).returning(J.id)
-        ).scalars()
-    )
+    gone = tx.conn.execute(
+        jobs.delete().where(J.id.in_(ids), J.status == status).returning(J.id, J.type, J.producer)
+    ).all()
     if gone:  # ON DELETE CASCADE does this too; say it for connections without FKs
-        tx.conn.execute(job_events.delete().where(job_events.c.job_id.in_(gone)))
+        tx.conn.execute(job_events.delete().where(job_events.c.job_id.in_([r.id for r in gone])))
+        by_key = collections.Counter((r.type, r.producer) for r in gone)
+        counts_sql.add(tx, [(t, p, status, -n) for (t, p), n in sorted(by_key.items())])
     return len(gone)
 
 

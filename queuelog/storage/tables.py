@@ -127,6 +127,18 @@ job_events = sa.Table(
     sqlite_autoincrement=True,
 )
 
+# How many jobs there are of each type, producer and status, kept in the transaction of
+# every change (from its events) and of every prune: `queueStats` and page totals read
+# these few rows instead of counting a table of millions (`storage.counts`).
+job_counts = sa.Table(
+    "job_counts",
+    metadata,
+    sa.Column("job_type", sa.String(64), primary_key=True),
+    sa.Column("producer", sa.String(128), primary_key=True),
+    sa.Column("status", sa.String(16), primary_key=True),
+    sa.Column("n", sa.BigInteger, nullable=False),
+)
+
 # Small facts about the database, e.g. `events_pruned_through`: the newest event id that
 # retention has deleted (a subscription resuming from below it may have missed events).
 queuelog_meta = sa.Table(

@@ -1,7 +1,7 @@
-"""`jobs { totalCount }` counts every matching job, which at a deep backlog costs far more
-than the page: the count runs only when the operation selects it (directly, through a
-fragment, or aliased). In-process server (the `live` fixture) so that the reader's statements
-can be counted while a real HTTP client asks."""
+"""`jobs { totalCount }` costs a read of its own (a count of every matching job for a
+worker, of the job counts otherwise): it runs only when the operation selects it (directly,
+through a fragment, or aliased). In-process server (the `live` fixture) so that the
+reader's statements can be counted while a real HTTP client asks."""
 
 from __future__ import annotations
 
@@ -27,11 +27,12 @@ SELECTED = {
 
 @pytest.fixture
 def counts(services: Services) -> Iterator[list[str]]:
-    """The COUNT statements the server's readers run."""
+    """The statements the server's readers run for a total: a count of the jobs, or (an
+    admin's or a producer's) a sum of the job counts."""
     seen: list[str] = []
 
     def before(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if "count(" in statement.lower():
+        if "count(" in statement.lower() or "job_counts" in statement:
             seen.append(statement)
 
     sa.event.listen(services.db.reader, "before_cursor_execute", before)

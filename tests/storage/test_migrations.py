@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from alembic.config import Config
@@ -12,7 +13,8 @@ from alembic.script import ScriptDirectory
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, normalize_url
 from queuelog.storage.migrate import SCRIPTS, migrate
-from queuelog.storage.tables import metadata
+from queuelog.storage.tables import job_events, jobs, metadata
+from queuelog.storage.tx import Tx
 from tests.storage.rows import at, claim, insert, job, table_counts
 from tests.support import database_url
 
@@ -23,6 +25,30 @@ def _revision(db: Database) -> str | None:
     return db.read_sync(
         lambda tx: tx.conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
     )
+
+
+def _insert_as_before(db: Database, *rows: dict[str, Any]) -> list[int]:
+    """Jobs and their creation events, as a version before the job counts wrote them."""
+
+    def write(tx: Tx) -> list[int]:
+        ids = []
+        for row in rows:
+            job_id = tx.conn.execute(jobs.insert().values(row).returning(jobs.c.id)).scalar_one()
+            tx.conn.execute(
+                job_events.insert().values(
+                    job_id=job_id,
+                    job_type=row["type"],
+                    producer=row["producer"],
+                    worker_id=row.get("worker_id"),
+                    previous_status=None,
+                    status=row["status"],
+                    occurred_at=row["updated_at"],
+                )
+            )
+            ids.append(job_id)
+        return ids
+
+    return db.write_sync(write)
 
 
 def _head() -> str | None:
@@ -91,7 +117,7 @@ def test_upgrading_from_0002_keeps_pending_jobs_claimable(backend: str, tmp_path
             migrate(db, "0002")
             assert _revision(db) == "0002"
             assert "(priority DESC, run_at, id)" in _index_sql(db.writer)["ix_jobs_claim"]
-            ids = insert(
+            ids = _insert_as_before(
                 db,
                 job(type="pdf", priority=30, run_at=at(-9)),
                 job(type="email", priority=10, run_at=at(-1)),
@@ -120,8 +146,8 @@ def test_upgrading_from_0003_keeps_every_job_claimable_and_prunable(
         db = Database(url)
         try:
             migrate(db, "0003")
-            pending = insert(db, job(priority=10), job(priority=30))
-            insert(db, job(status="completed", finished_at=at(-60), worker_id="w1"))
+            pending = _insert_as_before(db, job(priority=10), job(priority=30))
+            _insert_as_before(db, job(status="completed", finished_at=at(-60), worker_id="w1"))
             migrate(db)
             assert _revision(db) == _head()
             indexes = _index_sql(db.writer)
@@ -132,5 +158,37 @@ def test_upgrading_from_0003_keeps_every_job_claimable_and_prunable(
             assert [r.id for r in claim(db, types=("email",), limit=5)] == pending[::-1]
             assert db.write_sync(jobs_sql.prune, "completed", at(0), 10) == 1
             assert table_counts(db)[0] == 2
+        finally:
+            db.close()
+
+
+def test_upgrading_from_0004_counts_the_jobs_there_are(backend: str, tmp_path: Path) -> None:
+    """0005 fills the job counts from the table; from then on every change keeps them."""
+    with database_url(backend, tmp_path) as url:
+        db = Database(url)
+        try:
+            migrate(db, "0004")
+            _insert_as_before(
+                db,
+                job(),
+                job(),
+                job(type="pdf"),
+                job(producer="p2"),
+                job(status="completed", finished_at=at(-60), worker_id="w1"),
+            )
+            migrate(db)
+            assert _revision(db) == _head()
+            by_status = db.read_sync(jobs_sql.counts, producer=None, worker=None, job_type=None)
+            assert by_status == {
+                **dict.fromkeys(jobs_sql.STATUSES, 0),
+                "pending": 4,
+                "completed": 1,
+            }
+            insert(db, job(producer="p2"))
+            claim(db, types=("pdf",))
+            mine = db.read_sync(jobs_sql.counts, producer="p2", worker=None, job_type=None)
+            assert mine["pending"] == 2
+            pdf = db.read_sync(jobs_sql.counts, producer=None, worker=None, job_type="pdf")
+            assert (pdf["pending"], pdf["running"]) == (0, 1)
         finally:
             db.close()
