@@ -67,7 +67,8 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
 
 
 class Executor(StrawberryGraphQLCoreExecutionContext):
-    """Sub-fields collected once per subscription, not once per event.
+    """Each subscription event executed once for the subscribers that ask alike
+    (`SharedEvents`), and sub-fields collected once per subscription, not once per event.
 
     graphql-core memoizes the sub-fields it collects under an object field by the identity
     of the list of that field's nodes, and a subscription's per-event executors share the
