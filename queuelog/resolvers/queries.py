@@ -65,7 +65,8 @@ async def jobs(
     after: str | None = None,
 ) -> JobConnection:
     actor = info.context.require_actor()
-    # The total counts every matching job: a frontend paging without it does not pay for it.
+    # The total is a read of its own (for a worker, a count of every matching job): a
+    # frontend paging without it does not pay for it.
     total = any(_selects(f.selections, "totalCount") for f in info.selected_fields)
     try:
         page = await info.context.service.page(
