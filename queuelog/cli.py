@@ -16,6 +16,7 @@ from queuelog.service.errors import DomainError
 from queuelog.service.models import Priority, Role
 from queuelog.service.retention import prune
 from queuelog.services import Services, open_services
+from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.migrate import migrate
 
 ADMIN_NAME = "admin"
@@ -149,6 +150,16 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_recount(args: argparse.Namespace) -> int:
+    s = _services()
+    try:
+        n = s.db.write_sync(jobs_sql.recount)
+    finally:
+        s.db.close()
+    print(f"counted {n} job(s)")
+    return 0
+
+
 def cmd_export_schema(args: argparse.Namespace) -> int:
     from queuelog.schema.schema import build_schema
 
@@ -186,6 +197,9 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--dry-run", action="store_true")
     pr.set_defaults(fn=cmd_prune)
 
+    sub.add_parser(
+        "recount", help="set the job counts (queueStats) from the jobs table"
+    ).set_defaults(fn=cmd_recount)
     sub.add_parser("export-schema", help="print the GraphQL SDL").set_defaults(fn=cmd_export_schema)
     return p
 

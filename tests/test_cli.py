@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from queuelog.storage.db import normalize_url
+from queuelog.storage import jobs as jobs_sql
+from queuelog.storage.db import Database, normalize_url
+from tests.storage.rows import insert, job
 from tests.support import ADMIN_SECRET, LiveServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,6 +187,25 @@ def test_migrate_creates_the_schema(db_url: str, tmp_path: Path) -> None:
     finally:
         engine.dispose()
     assert {"jobs", "job_events", "api_keys", "alembic_version"} <= tables
+
+
+def test_recount_sets_the_job_counts_from_the_table(db_url: str, tmp_path: Path) -> None:
+    """After jobs changed without counting (a replica of an earlier version, SQL by hand),
+    `queuelog recount` puts the counts that queueStats reads right."""
+    assert cli("migrate", db_url=db_url, cwd=tmp_path).returncode == 0
+    db = Database(db_url)
+    try:
+        insert(db, job(), job(), job(type="pdf", producer="p2"))
+        db.write_sync(lambda tx: tx.conn.execute(sa.text("UPDATE job_counts SET n = n + 5")))
+        out = cli("recount", db_url=db_url, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "counted 3 job(s)"
+        counted = db.read_sync(jobs_sql.counts, producer="p1", worker=None, job_type=None)
+        assert counted["pending"] == 2
+        by_type = db.read_sync(jobs_sql.counts, producer=None, worker=None, job_type="pdf")
+        assert by_type["pending"] == 1
+    finally:
+        db.close()
 
 
 def test_export_schema_keeps_the_contract(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from queuelog.storage import events as events_sql
 from queuelog.storage.driver import JobRow
 from queuelog.storage.driver import expired_leases as expired_leases  # as it is
 from queuelog.storage.driver import get as get  # as it is: no event to record
-from queuelog.storage.tables import PENDING, RUNNING, job_events, jobs
+from queuelog.storage.tables import PENDING, RUNNING, job_counts, job_events, jobs
 from queuelog.storage.tx import Tx
 
 J = jobs.c
@@ -205,6 +205,22 @@ def counts(
         stmt = sa.select(J.status, sa.func.count()).where(*cond).group_by(J.status)
         found = {status: int(n) for status, n in tx.conn.execute(stmt).all()}
     return {s: found.get(s, 0) for s in STATUSES}
+
+
+def recount(tx: Tx) -> int:
+    """Set every job count from the jobs table (after jobs changed without counting: a
+    replica of an earlier version, or SQL by hand); how many jobs there are. On PostgreSQL
+    under the event-order lock, which every counting write takes, so none is lost."""
+    if tx.dialect == "postgresql":
+        tx.conn.execute(sa.text(f"SELECT pg_advisory_xact_lock({driver.EVENT_LOCK_KEY})"))
+    tx.conn.execute(job_counts.delete())
+    by_key = sa.select(J.type, J.producer, J.status, sa.func.count()).group_by(
+        J.type, J.producer, J.status
+    )
+    tx.conn.execute(
+        job_counts.insert().from_select(["job_type", "producer", "status", "n"], by_key)
+    )
+    return sum(counts_sql.by_status(tx, producer=None, job_type=None).values())
 
 
 _CUSTOM_PLANS = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")

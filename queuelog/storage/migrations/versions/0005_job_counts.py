@@ -4,7 +4,8 @@
 kept in the transaction of every change from then on (`storage.counts`); this migration
 fills them from the jobs there are, in its own transaction (on PostgreSQL under the
 migration lock every replica takes at start-up). Replicas still running the previous
-version would change jobs without counting: upgrade them all before serving writes.
+version would change jobs without counting: upgrade them all before serving writes, or run
+`queuelog recount` once they are.
 
 Revision ID: 0005
 Revises: 0004
