@@ -321,6 +321,10 @@ def expired_leases(tx: Tx, now: datetime, limit: int) -> list[JobRow]:
     return execute(tx, text, [now, limit])
 
 
+# Applies job-count deltas (storage.counts), added to what the counter rows hold.
+_ADD_COUNTS = (
+    " ON CONFLICT (job_type, producer, status) DO UPDATE SET n = job_counts.n + EXCLUDED.n"
+)
 _EVENT_COLUMNS = "job_id, job_type, producer, worker_id, previous_status, status, occurred_at"
 _INSERT_EVENT = f"INSERT INTO job_events ({_EVENT_COLUMNS}) VALUES ({_marks(7)})"
 # Event rows must become visible in id order, so that a reader tailing the feed by id never
@@ -336,11 +340,8 @@ _LOCK_AND_NOTIFY = f"pg_advisory_xact_lock({EVENT_LOCK_KEY}), pg_notify('{NOTIFY
 # recorded in. Its rows exist only once the lock is held (the join needs the CTE's row), so
 # every id is drawn under it. It returns the transaction's id, to ask after should the
 # COMMIT fail.
-_ADD_COUNTS = (
-    " ON CONFLICT (job_type, producer, status) DO UPDATE SET n = job_counts.n + EXCLUDED.n"
-)
-# The transaction's job-count deltas (storage.counts) go in with its events, as a second
-# JSON parameter, under the same lock.
+# Its job-count deltas (storage.counts) go in with them, as the first JSON parameter, under
+# the same lock.
 _PG_INSERT_EVENTS = (
     f"WITH ev_lock AS MATERIALIZED (SELECT pg_current_xact_id()::text AS xid, {_LOCK_AND_NOTIFY}),"
     " cnt AS (INSERT INTO job_counts (job_type, producer, status, n)"
