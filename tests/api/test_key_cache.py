@@ -66,12 +66,22 @@ class CountedLookups:
         monkeypatch.setattr(services.db, "read", read)
 
 
+async def _counted_store(
+    services: Services, monkeypatch: pytest.MonkeyPatch, name: str, *, held: bool = False
+) -> tuple[KeyStore, str, CountedLookups]:
+    """A store, the secret of a new key in it, and its lookups counted (held if `held`)."""
+    keys = KeyStore(services.db, ["email"], cache_seconds=60)
+    _, secret = await keys.create(name, Role.WORKER)
+    lookups = CountedLookups(services, monkeypatch)
+    if held:
+        lookups.gate = asyncio.Event()
+    return keys, secret, lookups
+
+
 async def test_requests_that_miss_together_share_one_lookup(
     services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    keys = KeyStore(services.db, ["email"], cache_seconds=60)
-    _, secret = await keys.create("busy", Role.PRODUCER)
-    lookups = CountedLookups(services, monkeypatch)
+    keys, secret, lookups = await _counted_store(services, monkeypatch, "busy")
     found = await asyncio.gather(*(keys.verify(secret) for _ in range(200)))
     assert {key.name for key in found if key is not None} == {"busy"}
     assert None not in found
@@ -81,10 +91,10 @@ async def test_requests_that_miss_together_share_one_lookup(
 async def test_a_lookup_begun_before_a_revocation_is_not_shared_after_it(
     services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    keys = KeyStore(services.db, ["email"], cache_seconds=60)
-    _, secret = await keys.create("revoked-meanwhile", Role.WORKER)
-    lookups = CountedLookups(services, monkeypatch)
-    lookups.gate = asyncio.Event()
+    keys, secret, lookups = await _counted_store(
+        services, monkeypatch, "revoked-meanwhile", held=True
+    )
+    assert lookups.gate is not None
     before = asyncio.create_task(keys.verify(secret))
     await asyncio.wait_for(lookups.read.wait(), 5)  # it read the live key and is held
     assert await keys.revoke("revoked-meanwhile")
@@ -98,10 +108,8 @@ async def test_a_lookup_begun_before_a_revocation_is_not_shared_after_it(
 async def test_a_caller_that_leaves_does_not_cancel_the_shared_lookup(
     services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    keys = KeyStore(services.db, ["email"], cache_seconds=60)
-    _, secret = await keys.create("left", Role.WORKER)
-    lookups = CountedLookups(services, monkeypatch)
-    lookups.gate = asyncio.Event()
+    keys, secret, lookups = await _counted_store(services, monkeypatch, "left", held=True)
+    assert lookups.gate is not None
     leaving = asyncio.create_task(keys.verify(secret))
     staying = asyncio.create_task(keys.verify(secret))
     await asyncio.wait_for(lookups.read.wait(), 5)
