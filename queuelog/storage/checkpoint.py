@@ -39,7 +39,8 @@ class Checkpointer:
 
     def committed(self) -> None:
         """A transaction committed (called by the writer): its pages want checkpointing."""
-        self._committed.set()
+        if not self._committed.is_set():  # set() takes a lock and notifies, every commit
+            self._committed.set()
 
     def _run(self) -> None:
         while True:

@@ -226,9 +226,10 @@ class Database:
         """Run the queued writes (in a writer thread). All commit together; if any raises,
         each runs again alone, so one write's failure never undoes another's."""
         batch: list[Queued] = []
+        queued = self._queue
         with contextlib.suppress(IndexError):  # another writer took the last meanwhile
-            while len(batch) < GROUP_COMMIT_MAX:
-                batch.append(self._queue.popleft())
+            while queued and len(batch) < GROUP_COMMIT_MAX:  # (an IndexError per drain cost)
+                batch.append(queued.popleft())
         if not batch:
             return
         calls = [call for call, _, _ in batch]
@@ -251,14 +252,24 @@ class Database:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:
-        """A transaction on the calling writer's connection. If it raises, the connection
-        goes back to the pool, which rolls it back or drops it: SQLAlchemy does not roll
-        back a transaction whose COMMIT raised, and left open, every later BEGIN on that
+        """A transaction on the calling writer's connection, begun and committed on the
+        driver's connection: SQLAlchemy's own begin and commit cost ~7 % of a one-job
+        write's CPU. (The hot statements go to the driver too, `storage.driver`.) A Core
+        statement in it makes SQLAlchemy begin its transaction on the same one (SQLite's
+        begin listener sees one open and issues no second BEGIN; psycopg's BEGIN is
+        implicit); SQLAlchemy then commits it. If it raises, the connection goes back to
+        the pool, which rolls it back or drops it: left open, every later BEGIN on that
         connection would fail."""
         conn = self._connection()
         try:
-            with conn.begin():
-                yield conn
+            driver_conn: Any = conn.connection.driver_connection
+            if self.dialect == "sqlite":
+                driver_conn.execute("BEGIN IMMEDIATE")
+            yield conn
+            if conn.in_transaction():
+                conn.commit()
+            else:  # as SQLAlchemy commits (through its dialect), without its wrapping
+                self.writer.dialect.do_commit(driver_conn)
         except BaseException:
             self._release()
             raise

@@ -68,8 +68,11 @@ def sqlite_engine(
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         # On the driver's connection: SQLAlchemy's full execution path for a bare
-        # BEGIN cost a noticeable share of every transaction.
-        conn.connection.driver_connection.execute(begin)  # type: ignore[union-attr]
+        # BEGIN cost a noticeable share of every transaction. The writer may have begun
+        # one on the driver already (`Database._transaction`): it carries on in that one.
+        driver_conn: Any = conn.connection.driver_connection
+        if not driver_conn.in_transaction:
+            driver_conn.execute(begin)
 
     return engine
 

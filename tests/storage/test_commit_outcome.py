@@ -14,7 +14,6 @@ from typing import Any
 
 import psycopg
 import pytest
-import sqlalchemy as sa
 
 from queuelog.service.models import Actor, EnqueueRequest
 from queuelog.services import Services
@@ -91,7 +90,7 @@ async def test_writes_whose_commit_took_effect_but_raised_are_not_run_again(
         for job, _ in results:
             assert await services.service.get(producer, job.id) == job
     else:  # SQLite cannot tell: every caller hears of the error
-        assert all(isinstance(r, sa.exc.OperationalError) for r in results), results
+        assert all(isinstance(r, sqlite3.OperationalError) for r in results), results
 
 
 async def test_writes_whose_commit_failed_run_again_only_once_known_rolled_back(
@@ -102,5 +101,5 @@ async def test_writes_whose_commit_failed_run_again_only_once_known_rolled_back(
         assert [job.payload for job, _ in results] == [{"i": i} for i in range(CALLERS)]
         assert added == (CALLERS, CALLERS)
     else:  # not known to have rolled back: not run again, and every caller is told
-        assert all(isinstance(r, sa.exc.OperationalError) for r in results), results
+        assert all(isinstance(r, sqlite3.OperationalError) for r in results), results
         assert added == (0, 0)

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from queuelog.config import Settings
 from queuelog.services import open_services
+from queuelog.storage import driver
 from queuelog.storage.db import Database
 from queuelog.storage.migrate import migrate
 from queuelog.storage.tables import queuelog_meta
@@ -101,3 +102,44 @@ def test_close_finishes_what_was_queued_and_refuses_what_comes_after(
         assert reopened.read_sync(_count) >= 21
     finally:
         reopened.close()
+
+
+def _meta_rows(tx: Tx, prefix: str) -> list[str]:
+    rows = tx.conn.execute(
+        sa.select(queuelog_meta.c.name).where(queuelog_meta.c.name.like(f"{prefix}%"))
+    )
+    return sorted(rows.scalars())
+
+
+def _driver_then_core(tx: Tx, prefix: str, fail: bool) -> None:
+    """A row put through the driver's cursor (as the hot statements are), then one through
+    Core (which makes SQLAlchemy begin its own transaction on the same connection)."""
+    driver.execute(
+        tx, "INSERT INTO queuelog_meta (name, value) VALUES (?, 1)", [f"{prefix}-driver"]
+    )
+    _put(tx, f"{prefix}-core", 2)
+    if fail:
+        raise RuntimeError("the write fails after both statements")
+
+
+@pytest.mark.parametrize("core_first", [False, True])
+def test_a_transaction_mixing_driver_and_core_statements_commits_or_rolls_back_whole(
+    db: Database, core_first: bool
+) -> None:
+    """The writer begins and commits on the driver's connection unless a Core statement
+    made SQLAlchemy begin its own: either way, one transaction, all or nothing."""
+
+    def write(tx: Tx, prefix: str, fail: bool) -> None:
+        if core_first:
+            _put(tx, f"{prefix}-first", 0)
+        _driver_then_core(tx, prefix, fail)
+
+    with pytest.raises(RuntimeError):
+        db.write_sync(write, "undone", True)
+    assert db.read_sync(_meta_rows, "undone") == []
+    db.write_sync(write, "done", False)
+    expected = ["done-core", "done-driver", *(["done-first"] if core_first else [])]
+    assert db.read_sync(_meta_rows, "done") == expected
+    db.write_sync(_put, "after", 3)  # the connection carries on with a fresh transaction
+    db.write_sync(lambda tx: driver.cursor(tx).execute("SELECT 1"))
+    assert db.read_sync(_meta_rows, "after") == ["after"]
