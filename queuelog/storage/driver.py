@@ -55,6 +55,12 @@ _TIME_AT = tuple(i for i, c in enumerate(jobs.c) if isinstance(c.type, UTCDateTi
 _TIME_NAMES = tuple(JobRow._fields[i] for i in _TIME_AT)
 _COLUMNS = ", ".join(JobRow._fields)
 RETURNING = f"RETURNING {_COLUMNS}"
+# sqlite3 looks for an adapter for every None it binds and, finding none, formats and drops
+# an AttributeError (~3k instructions a None: 8.7 % of a batched enqueue's, by callgrind).
+# An adapter that returns None in C (an empty dict's `get`) makes that a dict lookup (3.4 %).
+# It maps None to None, so no other user of sqlite3 in the process sees a difference.
+_NO_NULLS: dict[None, None] = {}
+sqlite3.register_adapter(type(None), _NO_NULLS.get)
 # Bound values one SQLite statement may take (SQLITE_MAX_VARIABLE_NUMBER's default).
 SQLITE_MAX_VARIABLES = 32_766 if sqlite3.sqlite_version_info >= (3, 32) else 999
 
@@ -188,10 +194,9 @@ _NEW_JOB = {**dict.fromkeys(JobRow._fields), "retry_count": 0}  # what the table
 
 def _inserted(values: Sequence[Mapping[str, Any]], ids: Iterable[int]) -> list[JobRow]:
     """The rows just inserted from `values` (in input order, with their new `ids`), as read
-    back they would be: a new job is exactly what it was given (the first row's columns, as
-    `insert` takes them), so an insert returns its ids alone (each column read back, times
-    converted, was most of a batch's fetch)."""
-    names = tuple(values[0])
+    back they would be: a new job is exactly what it was given (every row has the first
+    row's columns, as `insert` takes them), so an insert returns its ids alone (each column
+    read back, times converted, was most of a batch's fetch)."""
     utc: dict[int, datetime] = {}  # a batch's rows share their times
 
     def at_utc(value: datetime) -> datetime:
@@ -202,7 +207,7 @@ def _inserted(values: Sequence[Mapping[str, Any]], ids: Iterable[int]) -> list[J
 
     out: list[JobRow] = []
     for job_id, given in zip(sorted(ids), values, strict=True):
-        row = {**_NEW_JOB, **{n: given[n] for n in names}, "id": job_id}
+        row = {**_NEW_JOB, **given, "id": job_id}
         for name in _TIME_NAMES:
             if row[name] is not None:
                 row[name] = at_utc(row[name])
@@ -326,7 +331,6 @@ _ADD_COUNTS = (
     " ON CONFLICT (job_type, producer, status) DO UPDATE SET n = job_counts.n + EXCLUDED.n"
 )
 _EVENT_COLUMNS = "job_id, job_type, producer, worker_id, previous_status, status, occurred_at"
-_INSERT_EVENT = f"INSERT INTO job_events ({_EVENT_COLUMNS}) VALUES ({_marks(7)})"
 # Event rows must become visible in id order, so that a reader tailing the feed by id never
 # skips a row committed late. On PostgreSQL every statement that appends events (the
 # events' INSERT at the end of a transaction, and a keyless jobs INSERT that appends its
@@ -379,9 +383,6 @@ def insert_events(tx: Tx, rows: Sequence[EventRow]) -> str | None:
             " ON CONFLICT (job_type, producer, status) DO UPDATE SET n = n + excluded.n",
             [v for change in changes for v in change],
         )
-    if len(rows) == 1:
-        execute(tx, _INSERT_EVENT, rows[0])
-        return None
     cur, most = cursor(tx), SQLITE_MAX_VARIABLES // 7
     for start in range(0, len(rows), most):
         chunk = rows[start : start + most]
