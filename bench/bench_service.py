@@ -1,9 +1,9 @@
 """1. The service layer without HTTP against the raw driver running the same statements.
 
 The reference is what the service would cost if it were free: the same SQL the storage layer
-sends (claim, rescue check, compare-and-set, event row; on PostgreSQL the event lock and
-NOTIFY too), one transaction per operation, with the same durability (SQLite: WAL,
-synchronous=FULL, BEGIN IMMEDIATE), straight from the benchmark's thread.
+sends (claim, rescue check, compare-and-set, event row, job-count deltas; on PostgreSQL the
+event lock and NOTIFY too), one transaction per operation, with the same durability
+(SQLite: WAL, synchronous=FULL, BEGIN IMMEDIATE), straight from the benchmark's thread.
 """
 
 from __future__ import annotations
@@ -35,10 +35,17 @@ _INSERT_EVENT = (
     "INSERT INTO job_events (job_id, job_type, producer, worker_id, previous_status, status,"
     " occurred_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+# The job counts: one less of the previous status (if any), one more of the new, in one
+# statement (on PostgreSQL in the events' statement, as queuelog sends them).
+_ADD_COUNT = " ON CONFLICT (job_type, producer, status) DO UPDATE SET n = job_counts.n + excluded.n"
+_COUNTS = "INSERT INTO job_counts (job_type, producer, status, n) VALUES {}" + _ADD_COUNT
 # PostgreSQL: the event-order lock and the NOTIFY in the events' INSERT, as queuelog does.
 _PG_INSERT_EVENT = (
     "WITH ev_lock AS MATERIALIZED (SELECT"
-    f" pg_advisory_xact_lock({EVENT_LOCK_KEY}), pg_notify('{NOTIFY_CHANNEL}', ''))"
+    f" pg_advisory_xact_lock({EVENT_LOCK_KEY}), pg_notify('{NOTIFY_CHANNEL}', '')),"
+    " cnt AS (INSERT INTO job_counts (job_type, producer, status, n)"
+    " SELECT t, p, s, n FROM ev_lock, (VALUES {}) AS c(t, p, s, n) ORDER BY t, p, s"
+    f"{_ADD_COUNT})"
     " INSERT INTO job_events (job_id, job_type, producer, worker_id, previous_status, status,"
     " occurred_at) SELECT ?, ?, ?, ?, ?, ?, ? FROM ev_lock"
 )
@@ -116,10 +123,18 @@ class Raw:
         worker: str | None,
         now: datetime,
     ) -> None:
-        cur.execute(
-            self._sql(_INSERT_EVENT if self.dialect == "sqlite" else _PG_INSERT_EVENT),
-            (job_id, job_type, PRODUCER.name, worker, previous, status, self._t(now)),
+        counts = sorted({status: 1, **({previous: -1} if previous else {})}.items())
+        changes = [v for s, n in counts for v in (job_type, PRODUCER.name, s, n)]
+        marks = ", ".join(
+            ["(?, ?, ?, ?::BIGINT)" if self.dialect == "postgresql" else "(?, ?, ?, ?)"]
+            * len(counts)
         )
+        event = (job_id, job_type, PRODUCER.name, worker, previous, status, self._t(now))
+        if self.dialect == "sqlite":
+            cur.execute(_COUNTS.format(marks), changes)
+            cur.execute(_INSERT_EVENT, event)
+        else:
+            cur.execute(self._sql(_PG_INSERT_EVENT.format(marks)), (*changes, *event))
 
     def enqueue(self, job_type: str, payload: dict[str, Any]) -> None:
         def body(cur: Any) -> None:
