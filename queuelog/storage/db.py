@@ -57,8 +57,6 @@ GROUP_COMMIT_MAX = 64  # writes that may share one transaction
 # transactions queued on the event-order lock.
 PG_WRITERS = 2
 HELPER_AFTER = 0.004
-# How long a writer whose COMMIT raised asks PostgreSQL for that transaction's outcome.
-OUTCOME_WAIT_SECONDS = 5.0
 
 
 class Database:
@@ -342,7 +340,8 @@ class Database:
         is known to have rolled back; if it committed, they have their results; if nobody
         can tell, each gets the error."""
         self._connection_lost()  # most often the cause: check pooled connections first
-        status = self._transaction_status(failed.tx.xid)
+        xid, postgres = failed.tx.xid, self.postgres  # SQLite cannot be asked
+        status = None if xid is None or postgres is None else postgres.transaction_status(xid)
         if status == "committed":
             if failed.tx.has_events:
                 self._notify_commit()
@@ -350,21 +349,6 @@ class Database:
         if status == "aborted" and len(calls) > 1:
             return [self._run_alone(c) for c in calls]
         return [(False, failed.error)] * len(calls)
-
-    def _transaction_status(self, xid: str | None) -> str | None:
-        """PostgreSQL's word on transaction `xid`: "committed" or "aborted"; None when it
-        cannot be told (SQLite, no id, the server out of reach or still committing)."""
-        if xid is None:
-            return None
-        deadline = time.monotonic() + OUTCOME_WAIT_SECONDS
-        while True:
-            with contextlib.suppress(sa.exc.DBAPIError), self.writer.connect() as conn:
-                status = conn.execute(_XACT_STATUS, {"xid": xid}).scalar()
-                if status in ("committed", "aborted"):
-                    return str(status)
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.05)
 
     def _run_alone(self, call: Call) -> tuple[bool, Any]:
         try:
@@ -397,6 +381,3 @@ class Database:
         self._read_pool.shutdown(wait=True)
         self.writer.dispose()
         self.reader.dispose()
-
-
-_XACT_STATUS = sa.text("SELECT pg_xact_status(CAST(:xid AS xid8))")

@@ -6,6 +6,7 @@ PostgreSQL's pool checks a connection before use only when it may be stale.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -15,6 +16,9 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 # A pooled PostgreSQL connection idle this long is checked before it is used again.
 PING_IDLE_SECONDS = 1.0
+# How long a writer whose COMMIT raised asks PostgreSQL for that transaction's outcome.
+OUTCOME_WAIT_SECONDS = 5.0
+_XACT_STATUS = sa.text("SELECT pg_xact_status(CAST(:xid AS xid8))")
 
 
 def normalize_url(url: str) -> URL:
@@ -126,3 +130,16 @@ class PostgresEngine:
         since = record.info.get("idle_since")
         if since is not None and not self.fresh(since):  # not new, and maybe stale
             self.ping(dbapi_conn)  # if it raises, the pool connects afresh
+
+    def transaction_status(self, xid: str) -> str | None:
+        """PostgreSQL's word on transaction `xid`: "committed" or "aborted"; None when it
+        cannot be told (the server out of reach or still committing)."""
+        deadline = time.monotonic() + OUTCOME_WAIT_SECONDS
+        while True:
+            with contextlib.suppress(sa.exc.DBAPIError), self.engine.connect() as conn:
+                status = conn.execute(_XACT_STATUS, {"xid": xid}).scalar()
+                if status in ("committed", "aborted"):
+                    return str(status)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
