@@ -63,17 +63,27 @@ def run_calls(tx: Tx, calls: list[Call]) -> list[Any]:
     return results
 
 
-def lost(tx: Tx) -> bool:
-    """Whether `tx`'s PostgreSQL connection is gone."""
-    if tx.dialect != "postgresql":
+def lost(conn: sa.Connection, dialect: str) -> bool:
+    """Whether `conn`, a PostgreSQL connection, is gone."""
+    if dialect != "postgresql":
         return False
-    if tx.conn.invalidated:
+    if conn.invalidated:
         return True
     try:
-        raw: Any = tx.conn.connection.driver_connection
+        raw: Any = conn.connection.driver_connection
     except sa.exc.SQLAlchemyError:
         return True
     return bool(raw.broken or raw.closed)
+
+
+def invalidate_if_lost(conn: sa.Connection, dialect: str) -> bool:
+    """Have the pool drop `conn` if it is gone (else it would try to roll it back, and log
+    that failing); whether it was."""
+    if not lost(conn, dialect):
+        return False
+    with contextlib.suppress(Exception):
+        conn.invalidate()
+    return True
 
 
 @contextlib.contextmanager
@@ -84,11 +94,8 @@ def marking_lost(tx: Tx, retry: bool) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        if lost(tx):
-            with contextlib.suppress(Exception):
-                tx.conn.invalidate()
-            if retry:
-                raise ConnectionLost from exc
+        if invalidate_if_lost(tx.conn, tx.dialect) and retry:
+            raise ConnectionLost from exc
         raise
 
 

@@ -252,12 +252,12 @@ class Database:
     def _transaction(self) -> Iterator[Connection]:
         """A transaction on the calling writer's connection, begun and committed on the
         driver's connection: SQLAlchemy's own begin and commit cost ~7 % of a one-job
-        write's CPU. (The hot statements go to the driver too, `storage.driver`.) A Core
+        write's instructions. (The hot statements go to the driver too, `storage.driver`.) A Core
         statement in it makes SQLAlchemy begin its transaction on the same one (SQLite's
         begin listener sees one open and issues no second BEGIN; psycopg's BEGIN is
         implicit); SQLAlchemy then commits it. If it raises, the connection goes back to
         the pool, which rolls it back or drops it: left open, every later BEGIN on that
-        connection would fail."""
+        connection would fail (one that is gone, it drops without trying)."""
         conn = self._connection()
         try:
             driver_conn: Any = conn.connection.driver_connection
@@ -269,6 +269,7 @@ class Database:
             else:  # as SQLAlchemy commits (through its dialect), without its wrapping
                 self.writer.dialect.do_commit(driver_conn)
         except BaseException:
+            batches.invalidate_if_lost(conn, self.dialect)
             self._release()
             raise
         self._held.used = time.monotonic()

@@ -3,6 +3,7 @@ processes commit at once, and writers and readers whose connections were cut car
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -106,6 +107,29 @@ def test_a_writer_whose_connection_was_cut_carries_on(pg_db: Database) -> None:
     rows = _on_every_writer(pg_db, lambda tx: driver.insert(tx, [job(type="pdf")]))
     assert [r.type for (r,) in rows] == ["pdf"] * len(pg_db.writer_threads)
     assert table_counts(pg_db) == (2 * len(pg_db.writer_threads), 0)  # jobs, no events
+
+
+def test_a_commit_whose_connection_was_cut_fails_and_the_writer_carries_on(
+    pg_db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The writer commits on the driver's connection: when that COMMIT finds the connection
+    cut, the caller gets the error, nothing took effect, and the connection is dropped
+    without an attempt to roll it back (which would fail, and log an error)."""
+
+    def cut_before_commit(tx: Tx) -> None:
+        driver.insert(tx, [job()])
+        found = driver.cursor(tx).execute("SELECT pg_backend_pid()").fetchone()
+        assert found is not None
+        with psycopg.connect(_libpq(pg_db), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [found[0]])
+
+    before = table_counts(pg_db)
+    with pytest.raises(psycopg.OperationalError):
+        pg_db.write_sync(cut_before_commit)
+    assert table_counts(pg_db) == before
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    (row,) = pg_db.write_sync(lambda tx: driver.insert(tx, [job(type="pdf")]))
+    assert row.type == "pdf"
 
 
 def _terminate_others(db: Database) -> int:
