@@ -1,7 +1,8 @@
 """The engines: plain database URLs in, SQLAlchemy engines for our drivers out.
 
 SQLite connections are set up for WAL and take BEGIN (IMMEDIATE for the writer) from us.
-PostgreSQL's pool checks a connection before use only when it may be stale.
+PostgreSQL's pool checks a connection before use only when it may be stale, and its engine
+asks the server how a transaction whose COMMIT raised ended.
 """
 
 from __future__ import annotations
