@@ -1,5 +1,14 @@
 """The Starlette application: GraphQL over HTTP and WebSocket at /graphql, GraphiQL, health,
-the request-body limit, authentication, and the background tasks of the lifespan."""
+CORS, the request-body limit, authentication, and the background tasks of the lifespan.
+
+Authentication errors follow one rule, the one GraphQL-over-HTTP gives every error: a key
+that is sent and is not live (or not `Bearer`) is a request error, so nothing runs, answered
+401 to clients that accept `application/graphql-response+json` (they read the body of any
+status) and 200 to `application/json` clients (many show nothing of a non-2xx body). No key
+at all is not an error: the request runs, and each field that needs a key answers a field
+error. Both carry the code UNAUTHENTICATED, and a refusal repeats its message in
+`WWW-Authenticate`. Over WebSocket a refused `connection_init` closes with 4401 (graphql-ws
+clients then stop retrying) and a reason that says what was wrong."""
 
 from __future__ import annotations
 
@@ -10,13 +19,16 @@ from datetime import timedelta
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
+from strawberry.asgi import ASGIWebSocketAdapter
 from strawberry.exceptions import ConnectionRejectionError
 
 from queuelog.auth.backend import (
@@ -29,10 +41,20 @@ from queuelog.auth.backend import (
 )
 from queuelog.auth.ratelimit import RateLimited, TokenBuckets
 from queuelog.config import Settings
-from queuelog.edge import API_CSP, EdgeHeaders, KeyRateLimit, page_csp, rate_limited
+from queuelog.edge import (
+    API_CSP,
+    GRAPHQL_RESPONSE,
+    EdgeHeaders,
+    KeyRateLimit,
+    error_response,
+    negotiate,
+    page_csp,
+    rate_limited,
+)
 from queuelog.events.listen import listen
 from queuelog.events.sessions import Session
-from queuelog.graphiql import ASSETS_PATH, GraphiQLAssets, offline_page
+from queuelog.graphiql import ASSETS_PATH, GraphiQLAssets
+from queuelog.graphiql import page as graphiql_page
 from queuelog.resolvers.context import Context
 from queuelog.schema.schema import build_schema
 from queuelog.service.maintenance import maintenance_loop
@@ -41,8 +63,32 @@ from queuelog.storage.db import KEYS_CHANNEL
 from queuelog.storage.migrate import migrate
 from queuelog.view import SpecGraphQL
 
+NO_KEY = 'a live API key is required: send {"authorization": "Bearer <api key>"} in connection_init'
+
+
+class RefusingWebSocket(ASGIWebSocketAdapter):
+    """Closes a connection that `on_ws_connect` refused with the code and reason it chose,
+    where strawberry's handlers close every refusal alike: "4403 Forbidden" for
+    graphql-transport-ws, 1011 without a reason for the legacy graphql-ws."""
+
+    REFUSAL_CODES = {4403: 4401, 1011: 4403}
+
+    async def close(self, code: int, reason: str) -> None:
+        refusal = getattr(self.ws.state, "refusal", None)
+        if refusal is not None and code in self.REFUSAL_CODES:
+            code, reason = self.REFUSAL_CODES[code], refusal
+        await super().close(code, reason)
+
+
+def _refuse(ws: Request | WebSocket, message: str, **payload: object) -> ConnectionRejectionError:
+    # A close reason is at most 123 bytes.
+    ws.state.refusal = message.encode()[:123].decode(errors="ignore")
+    return ConnectionRejectionError({"message": message, **payload})
+
 
 class QueuelogGraphQL(SpecGraphQL):
+    websocket_adapter_class = RefusingWebSocket  # type: ignore[assignment]  # as strawberry's own
+
     def __init__(self, services: Services, **kwargs: Any) -> None:
         super().__init__(build_schema(services.settings), **kwargs)
         self.services = services
@@ -50,7 +96,7 @@ class QueuelogGraphQL(SpecGraphQL):
         failures = TokenBuckets(st.auth_failures_per_minute / 60, st.auth_failure_burst)
         self.auth = ApiKeyBackend(services.keys, failures)
         self.key_buckets = TokenBuckets(st.rate_limit_per_second, st.rate_limit_burst)
-        self.ide_page = offline_page(super().graphql_ide_html) if self.graphql_ide else ""
+        self.ide_page = graphiql_page() if self.graphql_ide else ""
 
     @property
     def graphql_ide_html(self) -> str:
@@ -77,16 +123,15 @@ class QueuelogGraphQL(SpecGraphQL):
         header = params.get("authorization") or params.get("Authorization")
         try:
             token = bearer(header if isinstance(header, str) else None)
+            if token is None:
+                raise _refuse(context.request, NO_KEY, code="UNAUTHENTICATED")
+            key = await self.auth.verify(token, client_address(context.request))
         except InvalidKey as exc:
-            raise ConnectionRejectionError({"message": str(exc)}) from None
-        try:
-            address = client_address(context.request)
-            key = None if token is None else await self.auth.verify(token, address)
+            raise _refuse(context.request, str(exc), code="UNAUTHENTICATED") from None
         except TooManyFailures as exc:
-            reject = {"message": str(exc), "code": "RATE_LIMITED", "retryAfter": exc.retry_after}
-            raise ConnectionRejectionError(reject) from None
-        if key is None or token is None:
-            raise ConnectionRejectionError({"message": "a live API key is required"})
+            raise _refuse(
+                context.request, str(exc), code="RATE_LIMITED", retryAfter=exc.retry_after
+            ) from None
         context.actor = key.actor()
         keys, secret = self.services.keys, token
 
@@ -135,26 +180,6 @@ class BodyLimit:
             await _too_large(self.max_bytes)(scope, receive, send)
 
 
-class GraphQLFirst:
-    """POST /graphql straight to the GraphQL view, past Starlette's exception middleware and
-    router: the view answers its own errors, and the hops cost on every request."""
-
-    def __init__(self, app: ASGIApp, graphql: ASGIApp) -> None:
-        self.app = app
-        self.graphql = graphql
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["method"] == "POST"
-            and scope["path"] == "/graphql"
-            and not scope.get("root_path")
-        ):
-            await self.graphql(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
-
-
 class _BodyTooLarge(Exception):
     pass
 
@@ -173,14 +198,30 @@ def _too_large(limit: int) -> Response:
     )
 
 
+class AllowedOriginsCORS(CORSMiddleware):
+    """Starlette's CORS for the origins allowed; a request from any other origin passes by
+    untouched, so it gets no CORS header at all (its preflight meets the router's 405)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            origin = Headers(scope=scope).get("origin")
+            if origin is not None and not self.is_allowed_origin(origin):
+                await self.app(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
 def _auth_error(conn: HTTPConnection, exc: Exception) -> Response:
+    """A refused key, by the rule in this module's docstring."""
+    accept = conn.headers.get("accept")
     if isinstance(exc, TooManyFailures):
-        limited = RateLimited(exc.retry_after)
-        return rate_limited(conn.headers.get("accept"), limited, "too many failed attempts")
-    return JSONResponse(
-        {"errors": [{"message": str(exc), "extensions": {"code": "UNAUTHENTICATED"}}]},
-        status_code=401,
-        headers={"WWW-Authenticate": 'Bearer realm="queuelog"'},
+        what = "too many failed attempts to authenticate from this address"
+        return rate_limited(accept, RateLimited(exc.retry_after), what)
+    message = str(exc)
+    challenge = f'Bearer realm="queuelog", error="invalid_token", error_description="{message}"'
+    status = 401 if negotiate(accept) == GRAPHQL_RESPONSE else 200
+    return error_response(
+        accept, status, message, "UNAUTHENTICATED", {"WWW-Authenticate": challenge}
     )
 
 
@@ -227,6 +268,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             await s.feed.stop()
             s.db.close()
 
+    # Each route answers its own methods (405 otherwise); every request passes the
+    # middlewares below in order, outermost first.
     routes: list[BaseRoute] = [
         Route("/healthz", _health),
         Route("/graphql", graphql, methods=["GET", "POST"]),
@@ -234,16 +277,26 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     ]
     if graphql.graphql_ide:
         routes.append(Mount(ASSETS_PATH, GraphiQLAssets()))
-    app = Starlette(
-        routes=routes,
-        middleware=[
-            Middleware(EdgeHeaders, page_csp=csp),
-            Middleware(BodyLimit, max_bytes=settings.request_max_bytes),
-            Middleware(AuthenticationMiddleware, backend=graphql.auth, on_error=_auth_error),
-            Middleware(KeyRateLimit, buckets=graphql.key_buckets),
-            Middleware(GraphQLFirst, graphql=graphql),
-        ],
-        lifespan=lifespan,
+    middleware = [Middleware(EdgeHeaders, page_csp=csp)]
+    if settings.allowed_origins:
+        middleware.append(
+            Middleware(
+                AllowedOriginsCORS,
+                allow_origins=settings.allowed_origins,
+                allow_methods=["GET", "POST"],
+                allow_headers=["authorization", "content-type"],
+                expose_headers=["retry-after", "www-authenticate", "x-request-id"],
+                max_age=600,
+            )
+        )
+    anonymous = TokenBuckets(
+        settings.anonymous_rate_limit_per_second, settings.anonymous_rate_limit_burst
     )
+    middleware += [
+        Middleware(BodyLimit, max_bytes=settings.request_max_bytes),
+        Middleware(AuthenticationMiddleware, backend=graphql.auth, on_error=_auth_error),
+        Middleware(KeyRateLimit, buckets=graphql.key_buckets, anonymous=anonymous),
+    ]
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.services = s
     return app

@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     rate_limit_burst: int = Field(default=400, ge=1)
     auth_failures_per_minute: float = Field(default=10.0, ge=0)  # per client address; 0: off
     auth_failure_burst: int = Field(default=10, ge=1)
+    # per client address, for requests that carry no key; 0 turns it off
+    anonymous_rate_limit_per_second: float = Field(default=10.0, ge=0)
+    anonymous_rate_limit_burst: int = Field(default=60, ge=1)
     field_suggestions: bool = False
     allowed_origins: Annotated[tuple[str, ...], NoDecode] = ()
 

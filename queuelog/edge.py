@@ -166,17 +166,26 @@ def _header(raw: list[tuple[bytes, bytes]], name: bytes) -> str:
 
 
 class KeyRateLimit:
-    """A token bucket per API key (after authentication): over it, HTTP 429 RATE_LIMITED."""
+    """A token bucket per API key (after authentication), and one per client address for
+    GraphQL requests that carry no key: over it, HTTP 429 RATE_LIMITED before anything
+    parses the request."""
 
-    def __init__(self, app: ASGIApp, buckets: TokenBuckets) -> None:
+    def __init__(
+        self, app: ASGIApp, buckets: TokenBuckets, anonymous: TokenBuckets | None = None
+    ) -> None:
         self.app = app
         self.buckets = buckets
+        self.anonymous = anonymous or TokenBuckets(0, 1)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        user = scope.get("user")
-        if scope["type"] == "http" and isinstance(user, Principal):
+        if scope["type"] == "http":
+            user = scope.get("user")
             try:
-                self.buckets.take(user.actor.name)
+                if isinstance(user, Principal):
+                    self.buckets.take(user.actor.name)
+                elif scope["path"] == "/graphql":
+                    client = scope.get("client")
+                    self.anonymous.take(client[0] if client else "unknown")
             except RateLimited as exc:
                 accept = Headers(scope=scope).get("accept")
                 await rate_limited(accept, exc)(scope, receive, send)

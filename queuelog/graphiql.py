@@ -1,7 +1,8 @@
-"""GraphiQL that works offline: strawberry's page, with every script and stylesheet it loads
-from the unpkg CDN served by queuelog itself from `queuelog/static/graphiql/` (vendored from
-the npm registry by `scripts/vendor-graphiql.sh`, under the same `<package>@<version>/<file>`
-paths, so the page's integrity hashes still hold)."""
+"""queuelog's GraphiQL page (`queuelog/static/graphiql.html`: its title, an opening document
+that says where the key goes, and headers kept for the tab only), working offline: every
+script and stylesheet it names on the unpkg CDN is served by queuelog itself from
+`queuelog/static/graphiql/` (vendored from the npm registry by `scripts/vendor-graphiql.sh`,
+under the same `<package>@<version>/<file>` paths, so the page's integrity hashes hold)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ from starlette.types import Scope
 CDN = "https://unpkg.com/"
 ASSETS_PATH = "/graphiql/assets"
 ASSETS_DIR = Path(__file__).parent / "static" / "graphiql"
+PAGE = Path(__file__).parent / "static" / "graphiql.html"
 _LOADED = re.compile(r'<(?:script|link)\b[^>]*?\b(?:src|href)="([^"]+)"')
+
+
+def page() -> str:
+    """The GraphiQL page as served: queuelog's, loading only files queuelog ships."""
+    return offline_page(PAGE.read_text())
 
 
 def offline_page(html: str) -> str:

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Re-fetch the GraphiQL page's assets into queuelog/static/graphiql/ from the npm registry,
-# at the versions strawberry's GraphiQL page pins, so queuelog serves them itself (offline).
-# Each file keeps its unpkg path: <package>@<version>/<file>. Run it after a strawberry
-# upgrade changes those versions; the app refuses to start while a file the page loads is
-# missing, and browsers refuse a file whose bytes differ from the page's integrity hash.
+# at the versions queuelog/static/graphiql.html pins, so queuelog serves them itself (offline).
+# Each file keeps its unpkg path: <package>@<version>/<file>. Run it after changing those
+# versions in the page; the app refuses to start while a file the page loads is missing,
+# and browsers refuse a file whose bytes differ from the page's integrity hash.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=queuelog/static/graphiql
@@ -11,7 +11,6 @@ dest=queuelog/static/graphiql
 assets=(
   "react@18.2.0 umd/react.production.min.js"
   "react-dom@18.2.0 umd/react-dom.production.min.js"
-  "js-cookie@3.0.5 dist/js.cookie.min.js"
   "graphiql@3.8.3 graphiql.min.js graphiql.min.css"
   "@graphiql/plugin-explorer@1.0.2 dist/index.umd.js dist/style.css"
 )

@@ -40,7 +40,7 @@ def create_key(db_url: str, cwd: Path, *args: str) -> str:
     out = cli("keys", "create", *args, db_url=db_url, cwd=cwd)
     assert out.returncode == 0, out.stderr
     secret = out.stdout.rstrip("\n").splitlines()[-1]
-    assert secret.startswith("ql_") and " " not in secret, out.stdout
+    assert secret.startswith("qlk_") and " " not in secret, out.stdout
     return secret
 
 
@@ -127,7 +127,7 @@ def test_keys_create_refuses_bad_input(tmp_path: Path) -> None:
     dup = cli("keys", "create", "--name", "shop", "--role", "worker", db_url=db_url, cwd=tmp_path)
     assert dup.returncode != 0
     assert "'shop' exists already" in dup.stderr and "Traceback" not in dup.stderr
-    assert "ql_" not in dup.stdout
+    assert "ql_" not in dup.stdout and "qlk_" not in dup.stdout
 
     bad_type = cli(
         "keys",
@@ -157,7 +157,7 @@ def test_serve_on_an_empty_database_prints_an_admin_secret_once(
     lines = first_log.splitlines()
     at = next(i for i, line in enumerate(lines) if "admin API key" in line)
     secret = lines[at + 1].strip()
-    assert secret.startswith("ql_") and len(secret) > 30, first_log
+    assert secret.startswith("qlk_") and len(secret) == 53, first_log
 
     with serving(db_url, tmp_path) as server:
         second_log = server.log()  # a new port, so a new log file

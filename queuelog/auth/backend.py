@@ -10,7 +10,7 @@ from starlette.authentication import (
 )
 from starlette.requests import HTTPConnection
 
-from queuelog.auth.keys import KeyStore
+from queuelog.auth.keys import KeyStore, well_formed
 from queuelog.auth.ratelimit import RateLimited, TokenBuckets
 from queuelog.service.models import Actor, ApiKey
 
@@ -50,7 +50,10 @@ class TooManyFailures(AuthenticationError):
     """This client address failed to authenticate too often; it must wait."""
 
     def __init__(self, retry_after: float) -> None:
-        super().__init__(f"too many failed attempts to authenticate; retry in {retry_after:.0f} s")
+        super().__init__(
+            f"too many failed attempts to authenticate from this address; "
+            f"retry in {max(1, round(retry_after))} s"
+        )
         self.retry_after = retry_after
 
 
@@ -60,23 +63,34 @@ def client_address(conn: HTTPConnection) -> str:
 
 class ApiKeyBackend(AuthenticationBackend):
     """Anonymous without a header (introspection and `__typename` still answer); a bad key
-    is refused outright, so a typo never silently runs as nobody. Each failed attempt spends
-    a token of the client address's bucket; an address with none left is refused before its
-    key is even looked at, so keys cannot be brute-forced."""
+    is refused outright, so a typo never silently runs as nobody.
+
+    A live key is never refused here, whatever its address did before. Each failed attempt
+    spends a token of the client address's bucket, and an address with none left gets
+    TooManyFailures instead of InvalidKey. Guessing stays infeasible because keys carry 256
+    random bits, and cheap to refuse because a key that fails its checksum is refused
+    without a database lookup (`keys.well_formed`)."""
 
     def __init__(self, keys: KeyStore, failures: TokenBuckets | None = None) -> None:
         self.keys = keys
         self.failures = failures or TokenBuckets(0, 1)
 
-    async def verify(self, token: str, address: str) -> ApiKey | None:
-        try:
-            self.failures.check(address)
-        except RateLimited as exc:
-            raise TooManyFailures(exc.retry_after) from None
+    async def verify(self, token: str, address: str) -> ApiKey:
+        """The live key `token` is; raises InvalidKey or TooManyFailures otherwise."""
+        if not well_formed(token):
+            self._failed(address)
+            raise InvalidKey("not a queuelog API key: its format or checksum is wrong")
         key = await self.keys.verify(token)
         if key is None:
-            self.failures.spend(address)
+            self._failed(address)
+            raise InvalidKey("invalid or revoked API key")
         return key
+
+    def _failed(self, address: str) -> None:
+        try:
+            self.failures.take(address)
+        except RateLimited as exc:
+            raise TooManyFailures(exc.retry_after) from None
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         if conn.scope["type"] == "websocket":
@@ -85,6 +99,4 @@ class ApiKeyBackend(AuthenticationBackend):
         if token is None:
             return None
         key = await self.verify(token, client_address(conn))
-        if key is None:
-            raise InvalidKey("invalid or revoked API key")
         return AuthCredentials(["authenticated", key.role.value]), Principal(key.actor())

@@ -1,4 +1,10 @@
-"""API keys: random secrets shown once, stored only as SHA-256 hashes."""
+"""API keys: random secrets shown once, stored only as SHA-256 hashes.
+
+A key reads `qlk_` + 43 random base62 characters (256 bits) + a 6-character base62 CRC32 of
+them, like GitHub's tokens: a scanner can recognise a leaked key, and a typo or a guess is
+refused by its checksum without a database lookup. Keys made before this format (`ql_` and
+then any random text, as `QUEUELOG_ADMIN_KEY` still takes them) keep working: they are
+looked up by hash."""
 
 from __future__ import annotations
 
@@ -6,7 +12,9 @@ import functools
 import hashlib
 import hmac
 import secrets
+import string
 import time
+import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -19,12 +27,45 @@ from queuelog.singleflight import SingleFlight
 from queuelog.storage import keys as keys_sql
 from queuelog.storage.db import Database
 
-PREFIX = "ql_"
+PREFIX = "qlk_"
+LEGACY_PREFIX = "ql_"
 NAME_MAX = 128
+SECRET_MAX = 256
+_BASE62 = string.digits + string.ascii_letters
+_RANDOM_CHARS = 43  # 62**43 > 2**256
+_CHECKSUM_CHARS = 6  # 62**6 > 2**32
+_RANDOM = frozenset(_BASE62)
+
+
+def _base62(n: int, width: int) -> str:
+    chars = []
+    for _ in range(width):
+        n, digit = divmod(n, 62)
+        chars.append(_BASE62[digit])
+    return "".join(reversed(chars))
+
+
+def _checksum(body: str) -> str:
+    return _base62(zlib.crc32(body.encode()), _CHECKSUM_CHARS)
 
 
 def generate_secret() -> str:
-    return PREFIX + secrets.token_urlsafe(32)
+    body = "".join(secrets.choice(_BASE62) for _ in range(_RANDOM_CHARS))
+    return PREFIX + body + _checksum(body)
+
+
+def well_formed(secret: str) -> bool:
+    """Whether `secret` could be a key: a current one with a valid checksum, or one in the
+    legacy format. Decided without the database, so garbage costs nothing to refuse."""
+    if secret.startswith(PREFIX):
+        rest = secret[len(PREFIX) :]
+        body, check = rest[:_RANDOM_CHARS], rest[_RANDOM_CHARS:]
+        return (
+            len(body) == _RANDOM_CHARS
+            and _RANDOM.issuperset(body)
+            and hmac.compare_digest(check, _checksum(body))
+        )
+    return secret.startswith(LEGACY_PREFIX) and len(secret) <= SECRET_MAX
 
 
 def hash_secret(secret: str) -> str:
@@ -61,7 +102,7 @@ class KeyStore:
 
     async def verify(self, secret: str) -> ApiKey | None:
         """The live key whose secret this is, or None."""
-        if not secret.startswith(PREFIX) or len(secret) > 256:
+        if not well_formed(secret):
             return None
         digest = hash_secret(secret)
         hit = self._cache.get(digest)

@@ -45,9 +45,17 @@ class Authenticated(BasePermission):
             except RateLimited as exc:
                 raise rate_limited(exc) from None
         if self.roles and actor.role is not Role.ADMIN and actor.role not in self.roles:
-            allowed = " or ".join(r.value for r in (*self.roles, Role.ADMIN))
-            raise forbidden(f"this needs a {allowed} key; yours is a {actor.role.value} key")
+            allowed = dict.fromkeys((*self.roles, Role.ADMIN))  # each role once, in order
+            wanted = " or ".join(r.value for r in allowed)
+            raise forbidden(
+                f"this needs {_article(wanted)} {wanted} key; "
+                f"yours is {_article(actor.role.value)} {actor.role.value} key"
+            )
         return True
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 class ProducerOrAdmin(Authenticated):

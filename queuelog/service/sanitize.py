@@ -22,7 +22,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         rf"\1\2{REDACTED}",
     ),
     # queuelog secrets, AWS access keys, GitHub/Slack/Stripe-style tokens, JWTs
-    (re.compile(r"\bql_[A-Za-z0-9_\-]{16,}"), REDACTED),
+    (re.compile(r"\bqlk?_[A-Za-z0-9_\-]{16,}"), REDACTED),
     (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED),
     (re.compile(r"\b(?:gh[pousr]_|xox[abpr]-|sk_live_|sk_test_)[A-Za-z0-9\-_]{10,}"), REDACTED),
     (re.compile(r"\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+"), REDACTED),

@@ -15,7 +15,7 @@ from tests.support import LiveServer, database_url
 # shipped defaults.
 DEFAULT_LIMITS = {
     f"QUEUELOG_{name.upper()}": str(Settings.model_fields[name].default)
-    for name in ("max_cost", "rate_limit_burst", "auth_failure_burst")
+    for name in ("max_cost", "rate_limit_burst", "auth_failure_burst", "anonymous_rate_limit_burst")
 }
 
 
@@ -33,7 +33,11 @@ def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """Shipped defaults (limits, GraphiQL, introspection, no suggestions), except a rate
     limit high enough for the tests' own traffic. The limits are refused before execution,
     so one backend is enough."""
-    env = {**DEFAULT_LIMITS, "QUEUELOG_RATE_LIMIT_BURST": "100000"}
+    env = {
+        **DEFAULT_LIMITS,
+        "QUEUELOG_RATE_LIMIT_BURST": "100000",
+        "QUEUELOG_ANONYMOUS_RATE_LIMIT_BURST": "100000",
+    }
     yield from start(tmp_path_factory.mktemp("edge"), "sqlite", **env)
 
 
@@ -55,7 +59,7 @@ def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 @pytest.fixture(scope="session")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """Low rate limits: 4 requests per key then 2 per second; 3 failed logins per address
-    then one a minute."""
+    then one a minute; 5 requests without a key per address then one a minute."""
     yield from start(
         tmp_path_factory.mktemp("limited"),
         "sqlite",
@@ -63,4 +67,6 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         QUEUELOG_RATE_LIMIT_BURST="4",
         QUEUELOG_AUTH_FAILURES_PER_MINUTE="1",
         QUEUELOG_AUTH_FAILURE_BURST="3",
+        QUEUELOG_ANONYMOUS_RATE_LIMIT_PER_SECOND=str(1 / 60),
+        QUEUELOG_ANONYMOUS_RATE_LIMIT_BURST="5",
     )

@@ -60,7 +60,7 @@ def test_secrets_are_shown_once_and_never_listed(server: LiveServer) -> None:
         ADMIN_SECRET,
     )["createApiKey"]
     secret = created["secret"]
-    assert secret.startswith("ql_") and len(secret) > 40
+    assert secret.startswith("qlk_") and len(secret) == 53
     listed = send(
         server,
         "{ apiKeys { name role allowedTypes maxPriority createdAt revokedAt } }",

@@ -27,6 +27,11 @@ SECRETS = [
         "retry with ql_live_0123456789abcdefXYZ please",
         "ql_live_0123456789abcdefXYZ",
     ),
+    (
+        "queuelog key, current format",
+        "retry with qlk_0123456789abcdefghijABCDEFGHIJ0123456789abc1a2B3c please",
+        "qlk_0123456789abcdefghijABCDEFGHIJ0123456789abc1a2B3c",
+    ),
     ("AWS access key", "denied for AKIAIOSFODNN7EXAMPLE in us-east-1", "AKIAIOSFODNN7EXAMPLE"),
     ("JWT", f"token expired: {JWT}", JWT),
     ("GitHub token", "push failed ghp_aBcD1234eFgH5678iJkL", "ghp_aBcD1234eFgH5678iJkL"),
