@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import psycopg
 
 from queuelog.testing import (
@@ -27,6 +28,7 @@ __all__ = [
     "database_url",
     "drop_stale_pg_databases",
     "free_port",
+    "key_refused",
 ]
 
 BACKENDS = ("sqlite", "postgresql")
@@ -44,6 +46,17 @@ TEST_SETTINGS = {
     "QUEUELOG_ANONYMOUS_RATE_LIMIT_BURST": "100000",
     "QUEUELOG_MAX_COST": "10000000",
 }
+
+
+def key_refused(response: httpx.Response) -> bool:
+    """Whether an `application/json` request was refused for its key: 200, no `data` (nothing
+    ran), one UNAUTHENTICATED error, and its message repeated in `WWW-Authenticate`."""
+    body = response.json()
+    errors = body.get("errors") or [{}]
+    refused = response.status_code == 200 and "data" not in body and len(errors) == 1
+    refused = refused and errors[0].get("extensions", {}).get("code") == "UNAUTHENTICATED"
+    challenge = response.headers.get("www-authenticate", "")
+    return refused and f'error_description="{errors[0]["message"]}"' in challenge
 
 
 def drop_stale_pg_databases() -> None:

@@ -7,6 +7,7 @@ import hashlib
 import re
 
 import pytest
+
 from queuelog.graphiql import ASSETS_DIR, CDN, PAGE, offline_page
 
 

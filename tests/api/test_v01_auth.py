@@ -1,5 +1,7 @@
 """V-01: no authentication. Every operation but `__typename` and introspection needs a live
-bearer key; a bad key is refused with 401; roles are enforced with FORBIDDEN."""
+bearer key; a bad key is refused before anything runs (401 under
+application/graphql-response+json, 200 under application/json, UNAUTHENTICATED either way);
+roles are enforced with FORBIDDEN."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from queuelog.auth.keys import generate_secret
 from tests.api.attack import (
     COMPLETE,
     FAIL,
@@ -19,7 +22,7 @@ from tests.api.attack import (
     snapshot,
     top_level_codes,
 )
-from tests.support import ADMIN_SECRET, LiveServer
+from tests.support import ADMIN_SECRET, LiveServer, key_refused
 
 # One operation per root field, with arguments that would do harm if they ran.
 QUERIES = {
@@ -112,26 +115,46 @@ BAD_HEADERS = {
     "bearer without token": "Bearer",
     "token without scheme": ADMIN_SECRET,
     "unknown key": "Bearer ql_" + "A" * 43,
+    "unknown key, current format": "Bearer " + generate_secret(),
+    "checksum wrong": "Bearer " + generate_secret()[:-1] + "!",
     "admin secret with a typo": "Bearer " + ADMIN_SECRET[:-1] + "X",
     "oversized key": "Bearer ql_" + "x" * 5000,
     "sql in key": "Bearer ql_' OR '1'='1",
 }
 
 
-def test_v01_bad_header_refused_with_401(server: LiveServer, job_type: str) -> None:
+def test_v01_bad_header_refused_before_anything_runs(server: LiveServer, job_type: str) -> None:
     """A key that was sent and is not live is refused outright, even for `__typename`, so a
-    typo never silently runs as nobody."""
+    typo never silently runs as nobody. The refusal is a request error: 200 for
+    `application/json` clients (many hide the body of any other status), and its message is
+    in `WWW-Authenticate` too."""
     args = _fixture(server, job_type)
     before, keys_before = snapshot(server, job_type), api_keys(server)
     for what, header in BAD_HEADERS.items():
         for name, doc in {"__typename": "{ __typename }", **QUERIES, **MUTATIONS}.items():
             resp = send(server, doc, _used_vars(doc, args), {"Authorization": header})
-            assert resp.status_code == 401, (what, name, resp.text)
-            assert top_level_codes(resp.json()) == ["UNAUTHENTICATED"], (what, name, resp.text)
-            assert resp.headers["www-authenticate"].startswith("Bearer")
-            assert "data" not in resp.json()
+            assert key_refused(resp), (what, name, resp.text)
+            assert resp.headers["www-authenticate"].startswith('Bearer realm="queuelog"')
     assert snapshot(server, job_type) == before
     assert api_keys(server) == keys_before
+
+
+def test_v01_bad_key_is_401_for_graphql_response_json(server: LiveServer) -> None:
+    """Clients that accept application/graphql-response+json read the body of any status
+    (Apollo Client 4 among them): for them the refusal is 401, the same error in the body."""
+    accept = {"Accept": "application/graphql-response+json, application/json;q=0.9"}
+    for what, header in BAD_HEADERS.items():
+        resp = send(server, "{ __typename }", {}, {"Authorization": header, **accept})
+        assert resp.status_code == 401, (what, resp.text)
+        assert resp.headers["content-type"].startswith("application/graphql-response+json")
+        body = resp.json()
+        assert "data" not in body and top_level_codes(body) == ["UNAUTHENTICATED"], what
+        message = body["errors"][0]["message"]
+        assert f'error_description="{message}"' in resp.headers["www-authenticate"]
+    # No key is not a refusal: the request runs, and fields that need a key say so.
+    anonymous = send(server, QUERIES["viewer"], {}, accept)
+    assert anonymous.status_code == 200
+    assert top_level_codes(anonymous.json()) == ["UNAUTHENTICATED"]
 
 
 def test_v01_revoked_key_refused_at_once(server: LiveServer, job_type: str) -> None:
@@ -145,8 +168,8 @@ def test_v01_revoked_key_refused_at_once(server: LiveServer, job_type: str) -> N
     before = snapshot(server, job_type)
     for doc in (QUERIES["viewer"], MUTATIONS["enqueueJob"]):
         resp = server.post(doc, {"type": job_type}, key)
-        assert resp.status_code == 401
-        assert top_level_codes(resp.json()) == ["UNAUTHENTICATED"]
+        assert key_refused(resp), resp.text
+        assert resp.json()["errors"][0]["message"] == "invalid or revoked API key"
     assert snapshot(server, job_type) == before
     assert api_keys(server)[name]["revokedAt"] is not None
     # Revoking again, or revoking nobody, reports that nothing was revoked.
@@ -203,38 +226,83 @@ def test_v01_settling_by_a_producer_is_forbidden(server: LiveServer, job_type: s
     assert snapshot(server, job_type) == before
 
 
-def _ws_close_code(server: LiveServer, first: dict[str, Any]) -> int | None:
-    """Send one message on a fresh graphql-transport-ws socket; the code it was closed with
-    (None when the server answered instead)."""
+def _ws_closed(server: LiveServer, first: dict[str, Any]) -> tuple[int, str] | None:
+    """Send one message on a fresh graphql-transport-ws socket; the code and reason it was
+    closed with (None when the server answered instead)."""
     with connect(server.ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
         ws.send(json.dumps(first))
         try:
             ws.recv(timeout=10)
         except ConnectionClosed as closed:
-            return None if closed.rcvd is None else closed.rcvd.code
+            return None if closed.rcvd is None else (closed.rcvd.code, closed.rcvd.reason)
         return None
 
 
 def test_v01_websocket_needs_a_live_key(server: LiveServer) -> None:
+    """Refusals close 4401 (graphql-ws clients do not retry it) saying what is wrong."""
     name = server.unique_name("ws-leaving")
     revoked = server.create_key("PRODUCER", name=name)
     live = server.create_key("PRODUCER")
     server.gql(REVOKE, {"n": name}, ADMIN_SECRET)
-    for payload in (None, {}, {"authorization": "Bearer ql_nope"}, {"authorization": revoked}):
+    cases: list[tuple[dict[str, Any] | None, str]] = [
+        (None, "a live API key is required"),
+        ({}, "a live API key is required"),
+        ({"authorization": "Bearer ql_nope"}, "invalid or revoked API key"),
+        ({"authorization": "Bearer qlk_nope"}, "not a queuelog API key"),
+        ({"authorization": revoked}, "must be 'Bearer <api key>'"),
+        ({"authorization": f"Bearer {revoked}"}, "invalid or revoked API key"),
+    ]
+    for payload, reason in cases:
         init: dict[str, Any] = {"type": "connection_init"}
         if payload is not None:
             init["payload"] = payload
-        assert _ws_close_code(server, init) == 4403, payload
-    init = {"type": "connection_init", "payload": {"authorization": f"Bearer {revoked}"}}
-    assert _ws_close_code(server, init) == 4403
+        closed = _ws_closed(server, init)
+        assert closed is not None and closed[0] == 4401 and reason in closed[1], (payload, closed)
     subscribe = {
         "type": "subscribe",
         "id": "1",
         "payload": {"query": "subscription { jobStatusChanged { status } }"},
     }
-    assert _ws_close_code(server, subscribe) == 4401  # subscribing before connection_init
+    assert _ws_closed(server, subscribe) == (4401, "Unauthorized")  # before connection_init
     with connect(server.ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
         ws.send(
             json.dumps({"type": "connection_init", "payload": {"authorization": f"Bearer {live}"}})
         )
         assert json.loads(ws.recv(timeout=10))["type"] == "connection_ack"
+
+
+def test_v01_legacy_websocket_refusal_says_why(server: LiveServer) -> None:
+    """The legacy graphql-ws protocol: connection_error with the message, then 4403 with it
+    as the reason."""
+    with connect(server.ws_url, subprotocols=["graphql-ws"]) as ws:  # type: ignore[list-item]
+        ws.send(json.dumps({"type": "connection_init", "payload": {"authorization": "Bearer x"}}))
+        error = json.loads(ws.recv(timeout=10))
+        assert error["type"] == "connection_error"
+        assert error["payload"]["code"] == "UNAUTHENTICATED"
+        try:
+            ws.recv(timeout=10)
+            raise AssertionError("the socket must close")
+        except ConnectionClosed as closed:
+            assert closed.rcvd is not None
+            assert (closed.rcvd.code, closed.rcvd.reason) == (4403, error["payload"]["message"])
+
+
+def test_v01_wrong_role_names_each_role_once_with_its_article(server: LiveServer) -> None:
+    worker = server.create_key("WORKER")
+    producer = server.create_key("PRODUCER")
+    cases = [
+        (worker, "{ apiKeys { name } }", "this needs an admin key; yours is a worker key"),
+        (
+            worker,
+            'mutation { enqueueJob(input: {type: "email"}) { created } }',
+            "this needs a producer or admin key; yours is a worker key",
+        ),
+        (
+            producer,
+            'mutation { claimJob(types: ["email"]) { job { id } } }',
+            "this needs a worker or admin key; yours is a producer key",
+        ),
+    ]
+    for key, doc, message in cases:
+        body = server.post(doc, {}, key).json()
+        assert [e["message"] for e in body["errors"]] == [message], body

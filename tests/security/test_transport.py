@@ -168,7 +168,7 @@ def test_security_headers_and_request_id_on_every_response(edge: LiveServer) -> 
     for response in (
         send(edge, "{ __typename }"),
         raw(edge, b"x" * 3_000_000, "application/json"),  # 413
-        send(edge, "{ __typename }", key="ql_wrong"),  # 401
+        send(edge, "{ __typename }", key="ql_wrong"),  # a refused key
         CLIENT.get(edge.url.replace("/graphql", "/healthz")),
     ):
         for name, value in SECURITY.items():
