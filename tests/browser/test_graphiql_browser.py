@@ -1,123 +1,165 @@
-"""GraphiQL in a real headless Chromium, offline: the page loads only from queuelog, breaks
-none of its CSP, renders, and runs an operation with an API key typed into its Headers tab."""
+"""GraphiQL in a real headless Chromium, offline: the page is queuelog's, loads only from
+queuelog, breaks none of its CSP, runs its opening document, runs an operation with an API
+key typed into its Headers tab without keeping that key past the tab, and a frontend on
+another allowed origin can call the API."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from playwright.async_api import Page
 
-from tests.browser.cdp import Page, headless_page
-from tests.support import ADMIN_SECRET, LiveServer, database_url
+from tests.browser.conftest import Watched
+from tests.support import ADMIN_SECRET, LiveServer, database_url, free_port
 
 QUERY = "query WhoAmI { viewer { name } }"
-# Runs before the page's own scripts; devtools-injected, so not itself subject to the CSP.
-RECORD_VIOLATIONS = """
-window.__violations = [];
-document.addEventListener("securitypolicyviolation", (e) => {
-  window.__violations.push(`${e.violatedDirective} ${e.blockedURI}`);
-});
-"""
 # GraphiQL 3 edits with CodeMirror 5: each editor's wrapper element holds its instance.
 EDITOR = "document.querySelector('{} .CodeMirror')?.CodeMirror"
+QUERY_EDITOR = EDITOR.format(".graphiql-query-editor")
+HEADERS_EDITOR = EDITOR.format(".graphiql-editor-tool .graphiql-editor:not(.hidden)")
+RESULT = f"{EDITOR.format('.graphiql-response')}?.getValue()"
+PORT = free_port()
+FRONTEND = f"http://localhost:{PORT}"  # another origin of the same loopback server
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("browser")
     with database_url("sqlite", tmp) as url:
-        server = LiveServer(url, tmp).start()
+        server = LiveServer(
+            url, tmp, env_extra={"QUEUELOG_ALLOWED_ORIGINS": FRONTEND}, port=PORT
+        ).start()
         try:
             yield server
         finally:
             server.stop()
 
 
-async def run_in_graphiql(page: Page, live: LiveServer, query: str) -> str:
-    """Open GraphiQL with `query` in its editor, paste the admin key into the Headers tab as
-    graphiql.md tells a reader to, and press run. Returns the result editor's expression."""
-    for domain in ("Page", "Runtime", "Log", "Network"):
-        await page.send(f"{domain}.enable")
-    await page.send("Page.addScriptToEvaluateOnNewDocument", source=RECORD_VIOLATIONS)
-    # The page's share-URL convention puts the operation in the editor.
-    await page.send("Page.navigate", url=f"{live.url}?q={quote(query)}")
-    query_editor = EDITOR.format(".graphiql-query-editor")
-    assert await page.wait_for(f"{query_editor}?.getValue()") == query
-    # The schema arrived (introspection through the page's fetcher): the Docs show it.
-    await page.evaluate(
-        "document.querySelector('[aria-label=\"Show Documentation Explorer\"]').click()"
-    )
+async def value(page: Page, expression: str) -> str:
+    """`expression` once it is truthy (a string), as Playwright polls it."""
+    handle = await page.wait_for_function(f"() => {expression}", timeout=30_000)
+    return str(await handle.json_value())
+
+
+async def open_graphiql(page: Page, live: LiveServer, query: str | None = None) -> None:
+    """Open GraphiQL (with `query` in its editor by the page's share-URL convention) and
+    wait for the schema: introspection went through the page's fetcher."""
+    await page.goto(live.url if query is None else f"{live.url}?q={quote(query)}")
+    await value(page, f"{QUERY_EDITOR}?.getValue()")
+    await page.get_by_label("Show Documentation Explorer").click()
     roots = "document.querySelector('.graphiql-doc-explorer-root-type')?.parentElement.innerText"
-    assert "query: Query" in await page.wait_for(roots)
-    await page.evaluate(
-        "[...document.querySelectorAll('.graphiql-editor-tools button')]"
-        ".find((b) => b.textContent.trim() === 'Headers').click()"
-    )
-    headers_editor = EDITOR.format(".graphiql-editor-tool .graphiql-editor:not(.hidden)")
+    assert "query: Query" in await value(page, roots)
+
+
+async def type_key_and_run(page: Page) -> None:
+    """Paste the admin key into the Headers tab as graphiql.md says, and press run."""
+    await page.locator(".graphiql-editor-tools button", has_text="Headers").click()
+    await value(page, f"!!{HEADERS_EDITOR}")
     header = json.dumps({"Authorization": f"Bearer {ADMIN_SECRET}"})
-    await page.wait_for(f"!!{headers_editor}")
-    await page.evaluate(f"{headers_editor}.setValue({json.dumps(header)})")
-    await page.evaluate("document.querySelector('.graphiql-execute-button').click()")
-    return f"{EDITOR.format('.graphiql-response')}?.getValue()"
+    await page.evaluate(f"{HEADERS_EDITOR}.setValue({json.dumps(header)})")
+    await page.locator(".graphiql-execute-button").click()
 
 
 async def test_graphiql_runs_a_query_offline_under_its_csp(
-    live: LiveServer, tmp_path: Path
+    watched: Watched, live: LiveServer, tmp_path: Path
 ) -> None:
+    page = watched.page
+    await open_graphiql(page, live, QUERY)
+    await type_key_and_run(page)
+    assert json.loads(await value(page, RESULT)) == {"data": {"viewer": {"name": "admin"}}}
+    await page.screenshot(path=tmp_path / "graphiql.png")
+
+    assert await watched.violations() == []
     origin = f"http://127.0.0.1:{live.port}"
-    async with headless_page(tmp_path / "profile") as page:
-        result = await page.wait_for(await run_in_graphiql(page, live, QUERY))
-        assert json.loads(result) == {"data": {"viewer": {"name": "admin"}}}
+    requested = watched.requested
+    assert requested and all(u.startswith((origin, "data:")) for u in requested), requested
+    assert any("/graphiql/assets/graphiql@3.8.3/graphiql.min.js" in u for u in requested)
+    assert not watched.failed and not watched.bad_status, (watched.failed, watched.bad_status)
+    assert not watched.errors, watched.errors
 
-        shot = await page.send("Page.captureScreenshot", format="png")
-        (tmp_path / "graphiql.png").write_bytes(base64.b64decode(shot["data"]))
 
-        assert await page.evaluate("window.__violations") == []
-        requested = [r["request"]["url"] for r in page.named("Network.requestWillBeSent")]
-        assert requested and all(u.startswith((origin, "data:")) for u in requested), requested
-        assert any("/graphiql/assets/graphiql@3.8.3/graphiql.min.js" in u for u in requested)
-        failed = page.named("Network.loadingFailed")
-        bad = [
-            r["response"]["url"]
-            for r in page.named("Network.responseReceived")
-            if r["response"]["status"] >= 400
-        ]
-        assert not failed and not bad, (failed, bad)
-        assert not page.named("Runtime.exceptionThrown")
-        errors = [
-            e["entry"]["text"]
-            for e in page.named("Log.entryAdded")
-            if e["entry"]["level"] == "error"
-        ]
-        errors += [
-            str(c["args"])
-            for c in page.named("Runtime.consoleAPICalled")
-            if c["type"] in ("error", "assert")
-        ]
-        assert not errors, errors
+async def test_the_page_is_queuelogs_and_its_opening_document_runs(
+    watched: Watched, live: LiveServer
+) -> None:
+    page = watched.page
+    await open_graphiql(page, live)
+    assert "queuelog" in await page.title() and "Strawberry" not in await page.title()
+    opening = await value(page, f"{QUERY_EDITOR}?.getValue()")
+    assert '{"Authorization": "Bearer <your api key>"}' in opening and "Headers tab" in opening
+    await page.locator(".graphiql-execute-button").click()
+    assert json.loads(await value(page, RESULT)) == {"data": {"__typename": "Query"}}
+    assert await watched.violations() == [] and not watched.errors
+
+
+async def test_a_key_typed_in_the_headers_tab_does_not_outlive_the_tab(
+    watched: Watched, live: LiveServer
+) -> None:
+    page = watched.page
+    await open_graphiql(page, live, QUERY)
+    await type_key_and_run(page)
+    assert json.loads(await value(page, RESULT)) == {"data": {"viewer": {"name": "admin"}}}
+    stored = await page.evaluate("JSON.stringify({...localStorage})")
+    assert "graphiql" in stored and ADMIN_SECRET not in stored  # GraphiQL saved its tabs
+    assert ADMIN_SECRET not in page.url
+
+    # A new tab of the same browser profile opens without the key.
+    again = await page.context.new_page()
+    await open_graphiql(again, live, QUERY)
+    await again.locator(".graphiql-editor-tools button", has_text="Headers").click()
+    assert ADMIN_SECRET not in (await again.evaluate(f"{HEADERS_EDITOR}?.getValue()") or "")
+    assert ADMIN_SECRET not in await again.evaluate("JSON.stringify({...localStorage})")
 
 
 async def test_graphiql_runs_a_subscription_with_the_key_from_its_headers_tab(
-    live: LiveServer, tmp_path: Path
+    watched: Watched, live: LiveServer
 ) -> None:
     """graphiql.md says the Headers tab authenticates subscriptions too (GraphiQL sends it
     as the connection_init payload): an event appears in the result pane."""
     subscription = 'subscription Watch { jobStatusChanged(type: "email") { status } }'
-    async with headless_page(tmp_path / "profile") as page:
-        result = await run_in_graphiql(page, live, subscription)
-        for _ in range(100):  # GraphiQL opens its WebSocket
-            if page.named("Network.webSocketCreated"):
-                break
-            await asyncio.sleep(0.1)
-        sockets = [s["url"] for s in page.named("Network.webSocketCreated")]
-        assert sockets == [live.ws_url], sockets
-        await asyncio.sleep(0.5)  # the subscription is live once connection_ack arrived
-        live.gql('mutation { enqueueJob(input: {type: "email"}) { job { id } } }', key=ADMIN_SECRET)
-        shown = await page.wait_for(f"({result} || '').includes('PENDING') && {result}")
-        assert json.loads(shown) == {"data": {"jobStatusChanged": {"status": "PENDING"}}}
-        assert await page.evaluate("window.__violations") == []
+    page = watched.page
+    await open_graphiql(page, live, subscription)
+    await type_key_and_run(page)
+    for _ in range(100):  # GraphiQL opens its WebSocket
+        if watched.sockets:
+            break
+        await asyncio.sleep(0.1)
+    assert watched.sockets == [live.ws_url], watched.sockets
+    await asyncio.sleep(0.5)  # the subscription is live once connection_ack arrived
+    live.gql('mutation { enqueueJob(input: {type: "email"}) { job { id } } }', key=ADMIN_SECRET)
+    shown = await value(page, f"({RESULT} || '').includes('PENDING') && {RESULT}")
+    assert json.loads(shown) == {"data": {"jobStatusChanged": {"status": "PENDING"}}}
+    assert await watched.violations() == []
+
+
+async def test_a_frontend_on_an_allowed_origin_calls_the_api(
+    watched: Watched, live: LiveServer
+) -> None:
+    """A page on another origin `fetch`es with a bearer key: the browser's preflight passes
+    and it reads the answer (QUEUELOG_ALLOWED_ORIGINS)."""
+    page = watched.page
+    # The frontend's own page, served by the browser itself (queuelog's pages forbid
+    # connections elsewhere by their CSP); its fetch goes to the real server.
+    html = "<!doctype html><title>frontend</title>"
+    await page.route(
+        f"{FRONTEND}/app", lambda route: route.fulfill(body=html, content_type="text/html")
+    )
+    await page.goto(f"{FRONTEND}/app")
+    call = """async ([url, key]) => {
+        const r = await fetch(url, {
+            method: "POST",
+            headers: {"Content-Type": "application/json", "Authorization": "Bearer " + key},
+            body: JSON.stringify({query: "{ viewer { name } }"}),
+        });
+        return [r.status, await r.json(), r.headers.get("x-request-id")];
+    }"""
+    try:
+        status, body, request_id = await page.evaluate(call, [live.url, ADMIN_SECRET])
+    except Exception:
+        raise AssertionError((watched.errors, watched.failed, watched.requested)) from None
+    assert (status, body) == (200, {"data": {"viewer": {"name": "admin"}}})
+    assert request_id  # exposed to the frontend
