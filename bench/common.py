@@ -88,13 +88,16 @@ def database_url(backend: str, workdir: Path) -> AbstractContextManager[str]:
 
 
 class Server(ServerProcess):
-    """One `queuelog serve` process with the rate limiter off."""
+    """One `queuelog serve` process with the rate limiters off (per key and keyless)."""
 
     def __init__(self, db_url: str, workdir: Path) -> None:
         super().__init__(
             db_url,
             workdir,
-            {"QUEUELOG_RATE_LIMIT_PER_SECOND": "0"},
+            {
+                "QUEUELOG_RATE_LIMIT_PER_SECOND": "0",
+                "QUEUELOG_ANONYMOUS_RATE_LIMIT_PER_SECOND": "0",
+            },
             admin_key=ADMIN_SECRET,
             job_types=JOB_TYPES,
         )
