@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
+from queuelog import cli_client
 from queuelog.config import Settings
 from queuelog.service.errors import DomainError
 from queuelog.service.models import Priority, Role
@@ -201,6 +202,7 @@ def parser() -> argparse.ArgumentParser:
         "recount", help="set the job counts (queueStats) from the jobs table"
     ).set_defaults(fn=cmd_recount)
     sub.add_parser("export-schema", help="print the GraphQL SDL").set_defaults(fn=cmd_export_schema)
+    cli_client.register(sub)
     return p
 
 

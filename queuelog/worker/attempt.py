@@ -1,0 +1,244 @@
+"""One attempt at one job: run its handler, keep its lease alive, and report the outcome
+once, retrying the report until the server has it or the lease is certainly lost."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from queuelog.client.backoff import Backoff
+from queuelog.client.clients import AsyncClient
+from queuelog.client.models import ConnectionFailed, Job, JobStatus, QueuelogError, UserError
+from queuelog.worker.job import PermanentError, RunningJob, has_progress
+
+log = logging.getLogger("queuelog.worker")
+Handler = Callable[[RunningJob], Any]
+# Errors worth retrying: the server was unreachable, restarting or busy.
+TRANSIENT = ("CONNECTION_FAILED", "RATE_LIMITED", "HTTP_502", "HTTP_503", "HTTP_504")
+PROGRESS_INTERVAL = 0.2  # the earliest a reported progress goes out after the last heartbeat
+
+
+def transient(exc: Exception) -> bool:
+    return isinstance(exc, ConnectionFailed) or (
+        isinstance(exc, QueuelogError) and exc.code in TRANSIENT
+    )
+
+
+class Stopped(Exception):
+    """Why an attempt ends without the handler's own outcome."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the worker reports: complete with `result`, or fail with `error`."""
+
+    completed: bool
+    result: Any = None
+    error: str = ""
+    retryable: bool = True
+
+
+def error_text(exc: BaseException) -> str:
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+async def call_handler(handler: Handler, running: RunningJob) -> Any:
+    """A coroutine function runs on the loop; a plain function in a daemon thread (so a
+    handler that never returns cannot keep the process from exiting)."""
+    if inspect.iscoroutinefunction(handler):
+        return await handler(running)
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def work() -> None:
+        try:
+            out, ok = handler(running), True
+        except BaseException as exc:
+            out, ok = exc, False
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the worker is gone
+            loop.call_soon_threadsafe(settle, ok, out)
+
+    threading.Thread(target=work, name=f"queuelog-job-{running.id}", daemon=True).start()
+    return await future
+
+
+class Attempt:
+    def __init__(
+        self,
+        client: AsyncClient,
+        job: Job,
+        handler: Handler,
+        *,
+        lease_seconds: int | None,
+        timeout: float | None,
+        received_at: float,
+    ) -> None:
+        self.client = client
+        self.job = job
+        self.running = RunningJob(job)
+        self.handler = handler
+        self.lease_request = lease_seconds
+        self.lease = float(lease_seconds or job.lease_seconds or 30)
+        self.timeout = timeout
+        # The server set the lease before we received it: it has certainly ended by then.
+        self.lost_after = received_at + self.lease
+        self.started = time.monotonic()
+        self.stop_reason: str | None = None
+        self._wake = asyncio.Event()
+        self._handler_task: asyncio.Task[Any] | None = None
+
+    def stop(self, reason: str) -> None:
+        """End the handler without reporting its outcome (cancelled, lease lost), or with a
+        retryable failure (the worker stops)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.running.cancelled.set()
+        if self._handler_task is not None:
+            self._handler_task.cancel()
+
+    async def run(self) -> None:
+        self.running.bind(asyncio.get_running_loop(), self._wake)
+        beats = asyncio.create_task(self._heartbeats())
+        try:
+            outcome = await self._outcome()
+            if outcome is not None:
+                await self._report(outcome)
+            else:
+                self._log(self.stop_reason or "stopped")
+        finally:
+            beats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beats
+
+    async def _outcome(self) -> Outcome | None:
+        self._handler_task = asyncio.create_task(call_handler(self.handler, self.running))
+        try:
+            async with asyncio.timeout(self.timeout):
+                result = await asyncio.shield(self._handler_task)
+        except TimeoutError:
+            self._handler_task.cancel()
+            self.running.cancelled.set()
+            return Outcome(False, error=f"TimeoutError: the handler ran over {self.timeout:g}s")
+        except asyncio.CancelledError:
+            if self.stop_reason is None:  # the worker's own task was cancelled
+                raise
+            if self.stop_reason == "shutdown":
+                return Outcome(False, error="WorkerStopped: the worker stopped before the end")
+            return None
+        except PermanentError as exc:
+            return Outcome(False, error=error_text(exc), retryable=False)
+        except Exception as exc:
+            if self.stop_reason is not None and self.stop_reason != "shutdown":
+                return None  # e.g. a sync handler that raised once told it was cancelled
+            return Outcome(False, error=error_text(exc))
+        if self.stop_reason == "shutdown":
+            pass  # it finished in time after all: report its result
+        elif self.stop_reason is not None:
+            return None
+        try:
+            json.dumps(result)
+        except (TypeError, ValueError) as exc:
+            return Outcome(False, error=f"ResultNotJSON: {exc}", retryable=False)
+        return Outcome(True, result=result)
+
+    async def _heartbeats(self) -> None:
+        backoff = Backoff(first=0.2, cap=self.lease / 6)
+        interval = self.lease / 3
+        delay = interval
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
+                await asyncio.sleep(PROGRESS_INTERVAL)  # gather a burst of reports into one
+            self._wake.clear()
+            progress = self.running.take_progress()
+            sent = time.monotonic()
+            try:
+                if has_progress(progress):
+                    job = await self.client.heartbeat(
+                        self.job.id, lease_seconds=self.lease_request, progress=progress
+                    )
+                else:
+                    job = await self.client.heartbeat(self.job.id, lease_seconds=self.lease_request)
+            except UserError as exc:
+                self._refused(exc)
+                return
+            except QueuelogError as exc:
+                self.running.restore_progress(progress)  # send it with the next beat
+                if not transient(exc):
+                    log.warning("job %s: heartbeat refused: %s", self.job.id, exc)
+                if time.monotonic() > self.lost_after:
+                    self.stop("lease lost")
+                    return
+                delay = min(backoff.next_delay(), max(0.0, self.lost_after - time.monotonic()))
+                continue
+            backoff.reset()
+            self.lost_after = sent + (job.lease_seconds or self.lease)
+            delay = interval
+
+    def _refused(self, exc: UserError) -> None:
+        if exc.job is not None and exc.job.status == JobStatus.CANCELLED:
+            self.stop("cancelled")
+        elif exc.code in ("NOT_JOB_OWNER", "NOT_FOUND"):
+            self.stop("lease lost")
+        # Other refusals (the job already settled by this attempt's report) end the beats.
+
+    async def _report(self, outcome: Outcome) -> None:
+        backoff = Backoff(first=0.1, cap=5.0)
+        while True:
+            try:
+                if outcome.completed:
+                    await self.client.complete(self.job.id, outcome.result)
+                    self._log("completed")
+                else:
+                    failed = await self.client.fail(
+                        self.job.id, outcome.error, retryable=outcome.retryable
+                    )
+                    verdict = "failed, will retry" if failed.will_retry else "failed"
+                    self._log(verdict, outcome.error)
+                return
+            except UserError as exc:
+                self._settled_already(outcome, exc)
+                return
+            except QueuelogError as exc:
+                if not transient(exc):
+                    self._log("not reported", str(exc))
+                    return
+                if time.monotonic() > self.lost_after:
+                    self._log("lease lost", "the server was unreachable for the whole lease")
+                    return
+                await backoff.sleep()
+
+    def _settled_already(self, outcome: Outcome, exc: UserError) -> None:
+        """A report refused because the job moved on: a retried report whose first try
+        reached the server, a cancel, or a lost lease."""
+        status = None if exc.job is None else exc.job.status
+        if status == JobStatus.CANCELLED:
+            self._log("cancelled")
+        elif exc.code == "INVALID_STATE" and outcome.completed and status == JobStatus.COMPLETED:
+            self._log("completed")
+        elif exc.code == "INVALID_STATE" and not outcome.completed:
+            self._log("failed", outcome.error)
+        else:
+            self._log("lease lost", str(exc))
+
+    def _log(self, verdict: str, detail: str = "") -> None:
+        elapsed = time.monotonic() - self.started
+        suffix = f": {detail}" if detail else ""
+        log.info("job %s %s %s in %.3fs%s", self.job.id, self.job.type, verdict, elapsed, suffix)

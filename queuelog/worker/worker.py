@@ -1,0 +1,193 @@
+"""`Worker`: claims jobs in batches, runs their handlers, and stops cleanly on a signal.
+
+worker = Worker(concurrency=8)  # QUEUELOG_URL and QUEUELOG_KEY from the environment
+
+@worker.handler("email")
+async def send_email(job):
+    ...  # the return value is the job's result; an exception fails it
+
+worker.run()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from queuelog.client.backoff import Backoff
+from queuelog.client.clients import AsyncClient
+from queuelog.client.models import Job, QueuelogError
+from queuelog.worker.attempt import Attempt, Handler, transient
+
+log = logging.getLogger("queuelog.worker")
+IDLE_POLL_CAP = 0.5  # between empty claims, when the server cannot wait for a job itself
+
+
+class Worker:
+    """Runs handlers for claimed jobs, `concurrency` at a time.
+
+    `lease_seconds` is the lease asked for at each claim and heartbeat (default: the
+    server's); `timeout` the longest a handler may run (a handler's own wins); `grace_seconds`
+    how long running handlers may finish after SIGTERM/SIGINT before their jobs are failed
+    as retryable; `wait_seconds` how long each claim waits on the server for a job."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        key: str | None = None,
+        *,
+        concurrency: int = 10,
+        types: Sequence[str] | None = None,
+        lease_seconds: int | None = None,
+        timeout: float | None = None,
+        grace_seconds: float = 30.0,
+        wait_seconds: int = 5,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.url = url
+        self.key = key
+        self.concurrency = concurrency
+        self.types = None if types is None else list(types)
+        self.lease_seconds = lease_seconds
+        self.timeout = timeout
+        self.grace_seconds = grace_seconds
+        self.wait_seconds = wait_seconds
+        self.handlers: dict[str, tuple[Handler, float | None]] = {}
+        self._stopping: asyncio.Event | None = None
+        self._signals = 0
+
+    def handler(self, type: str, *, timeout: float | None = None) -> Callable[[Handler], Handler]:
+        """Register the handler of one job type (a coroutine function or a plain function)."""
+
+        def register(fn: Handler) -> Handler:
+            self.handlers[type] = (fn, timeout)
+            return fn
+
+        return register
+
+    def claimed_types(self) -> list[str]:
+        types = self.types if self.types is not None else sorted(self.handlers)
+        missing = [t for t in types if t not in self.handlers]
+        if missing or not types:
+            raise ValueError(f"no handler for the job type(s): {', '.join(missing) or '(none)'}")
+        return types
+
+    def run(self) -> None:
+        """Work until SIGTERM or SIGINT, then drain (see the class) and return. A second
+        signal ends the process at once."""
+        asyncio.run(self.serve(handle_signals=True))
+
+    def stop(self) -> None:
+        """Stop claiming, and drain. Call from the worker's event loop."""
+        if self._stopping is not None:
+            self._stopping.set()
+
+    def _on_signal(self) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            log.warning("second signal: exiting now")
+            logging.shutdown()
+            os._exit(1)
+        log.info("stopping: no new jobs; running ones get %gs to finish", self.grace_seconds)
+        self.stop()
+
+    async def serve(self, *, handle_signals: bool = False) -> None:
+        types = self.claimed_types()
+        self._stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._on_signal)
+        running: dict[asyncio.Task[None], Attempt] = {}
+        async with AsyncClient(self.url, self.key) as client:
+            log.info("worker up: %s, concurrency %d", ",".join(types), self.concurrency)
+            try:
+                await self._claim_loop(client, types, running)
+                await self._drain(running)
+            finally:
+                for task in running:
+                    task.cancel()
+                if handle_signals:
+                    for sig in (signal.SIGTERM, signal.SIGINT):
+                        loop.remove_signal_handler(sig)
+
+    async def _claim_loop(
+        self, client: AsyncClient, types: list[str], running: dict[asyncio.Task[None], Attempt]
+    ) -> None:
+        assert self._stopping is not None
+        stopping = self._stopping
+        errors = Backoff(first=0.1, cap=10.0)
+        idle = Backoff(first=0.02, cap=IDLE_POLL_CAP)
+        while not stopping.is_set():
+            free = self.concurrency - len(running)
+            if free <= 0:
+                await _first_of([*running, stopping.wait()])
+                continue
+            try:
+                jobs = await client.claim(
+                    min(free, 100),
+                    types=types,
+                    lease_seconds=self.lease_seconds,
+                    wait_seconds=self.wait_seconds,
+                )
+            except QueuelogError as exc:
+                if not transient(exc):
+                    raise
+                delay = errors.next_delay()
+                log.warning("claim failed (%s); retrying in %.2fs", exc, delay)
+                await _wait(stopping, delay)
+                continue
+            errors.reset()
+            received = time.monotonic()
+            for job in jobs:
+                attempt = self._attempt(client, job, received)
+                task = asyncio.create_task(attempt.run())
+                running[task] = attempt
+                task.add_done_callback(lambda t: running.pop(t, None))
+            if jobs:
+                idle.reset()
+            elif not (await client.features()).wait_seconds:
+                await _wait(stopping, idle.next_delay())
+
+    def _attempt(self, client: AsyncClient, job: Job, received: float) -> Attempt:
+        handler, timeout = self.handlers[job.type]
+        return Attempt(
+            client,
+            job,
+            handler,
+            lease_seconds=self.lease_seconds,
+            timeout=timeout if timeout is not None else self.timeout,
+            received_at=received,
+        )
+
+    async def _drain(self, running: dict[asyncio.Task[None], Attempt]) -> None:
+        if not running:
+            return
+        _done, late = await asyncio.wait(list(running), timeout=self.grace_seconds)
+        if late:
+            log.warning("%d job(s) still running after the grace period: failing them", len(late))
+            for task in late:
+                running[task].stop("shutdown")
+            await asyncio.wait(late, timeout=30)
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+
+
+async def _first_of(waitables: list[Any]) -> None:
+    tasks = [asyncio.ensure_future(w) for w in waitables]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks[-1:]:  # only the stop event's waiter is ours to cancel
+            t.cancel()
