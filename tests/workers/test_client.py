@@ -1,0 +1,165 @@
+"""`queuelog.client` against a live server on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from queuelog.client import (
+    AsyncClient,
+    Client,
+    ConnectionFailed,
+    JobStatus,
+    Priority,
+    QueuelogError,
+    UserError,
+)
+from tests.support import LiveServer
+from tests.workers.conftest import Keys, restart
+
+
+def test_enqueue_read_list_and_cancel(server: LiveServer, keys: Keys, job_type: str) -> None:
+    with Client(server.url, keys.producer) as client:
+        job = client.enqueue(
+            job_type, {"to": "a@example.com"}, priority="high", idempotency_key="k1", max_retries=5
+        )
+        assert (job.type, job.payload, job.priority) == (
+            job_type,
+            {"to": "a@example.com"},
+            Priority.HIGH,
+        )
+        assert (job.status, job.max_retries, job.idempotency_key) == (JobStatus.PENDING, 5, "k1")
+        assert client.enqueue(job_type, {"to": "a@example.com"}, priority="high",
+                              idempotency_key="k1", max_retries=5).id == job.id  # fmt: skip
+        later = client.enqueue(job_type, delay=3600)
+        assert later.run_at > datetime.now(UTC) + timedelta(minutes=50)
+        many = client.enqueue_many([{"type": job_type, "payload": {"n": i}} for i in range(3)])
+        assert [j.payload["n"] for j in many] == [0, 1, 2]
+        assert client.job(job.id) == job
+        assert client.job("999999999") is None
+        page = client.jobs(type=job_type, first=2)
+        assert [j.id for j in page.jobs] == [many[2].id, many[1].id] and page.has_next_page
+        rest = client.jobs(type=job_type, after=page.end_cursor)
+        assert [j.id for j in rest.jobs] == [many[0].id, later.id, job.id]
+        assert client.jobs(type=job_type, status="pending", first=100).jobs[0].id == many[2].id
+        cancelled = client.cancel(later.id)
+        assert cancelled.status is JobStatus.CANCELLED and cancelled.finished_at is not None
+
+
+def test_errors_carry_the_server_s_code(
+    server: LiveServer, keys: Keys, job_type: str, other_job_type: str
+) -> None:
+    with Client(server.url, keys.producer) as client:
+        with pytest.raises(UserError) as refused:
+            client.enqueue(other_job_type)
+        assert refused.value.code == "JOB_TYPE_NOT_ALLOWED"
+        job = client.enqueue(job_type)
+        client.cancel(job.id)
+        with pytest.raises(UserError) as again:
+            client.cancel(job.id)
+        assert again.value.code == "INVALID_STATE"
+        assert again.value.job is not None and again.value.job.status is JobStatus.CANCELLED
+        with pytest.raises(UserError) as many:
+            client.enqueue_many([{"type": job_type}, {"type": job_type, "max_retries": 99}])
+        assert many.value.code == "VALIDATION_FAILED"
+    with Client(server.url, keys.worker) as worker, pytest.raises(QueuelogError) as forbidden:
+        worker.enqueue(job_type)
+    assert forbidden.value.code == "FORBIDDEN"
+    with Client(server.url, "ql_wrong") as nobody, pytest.raises(QueuelogError) as unknown:
+        nobody.jobs()
+    assert unknown.value.code == "UNAUTHENTICATED"
+    with Client("http://127.0.0.1:9/graphql", "x") as down, pytest.raises(ConnectionFailed):
+        down.jobs()
+
+
+def test_url_and_key_come_from_the_environment(
+    server: LiveServer, keys: Keys, job_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUEUELOG_URL", server.url)
+    monkeypatch.setenv("QUEUELOG_KEY", keys.producer)
+    with Client() as client:
+        assert client.enqueue(job_type).producer == client.jobs().jobs[0].producer
+
+
+async def test_async_client_and_the_worker_calls(
+    server: LiveServer, keys: Keys, job_type: str
+) -> None:
+    async with (
+        AsyncClient(server.url, keys.producer) as producer,
+        AsyncClient(server.url, keys.worker) as worker,
+    ):
+        first = await producer.enqueue(job_type, {"n": 1})
+        second = await producer.enqueue(job_type, {"n": 2}, priority="critical")
+        claimed = await worker.claim(5, types=[job_type], lease_seconds=60)
+        assert [j.id for j in claimed] == [second.id, first.id]
+        assert claimed[0].lease_seconds == pytest.approx(60, abs=1)
+        assert (await worker.heartbeat(first.id, lease_seconds=120)).lease_seconds == pytest.approx(
+            120, abs=1
+        )
+        done = await worker.complete(first.id, {"sent": True})
+        assert (done.status, done.result) == (JobStatus.COMPLETED, {"sent": True})
+        failed = await worker.fail(second.id, "ValueError: no", retryable=False)
+        assert failed.job.status is JobStatus.FAILED and not failed.will_retry
+        with pytest.raises(UserError) as refused:
+            await worker.complete(first.id + "0")
+        assert refused.value.code == "NOT_FOUND"
+
+
+async def test_watch_resumes_after_a_restart_with_no_gap_and_no_duplicate(
+    own_server: LiveServer,
+) -> None:
+    server = own_server
+    producer = server.create_key("PRODUCER", ["email"])
+    seen: list[tuple[str, str]] = []
+    async with AsyncClient(server.url, server.admin_key) as admin:
+        events = admin.watch(type="email")
+        before = await producer_enqueue(server, producer, 1)
+        # The subscription starts live: wait for it to be up before counting on events.
+        watching = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0.5)
+        await producer_enqueue(server, producer, 1)
+        e = await asyncio.wait_for(watching, 15)
+        seen.append((e.job.id, e.status.value))
+        await asyncio.to_thread(restart, server)  # drops the connection
+        made = await producer_enqueue(server, producer, 3)
+        while len(seen) < 4:
+            e = await asyncio.wait_for(anext(events), 30)
+            seen.append((e.job.id, e.status.value))
+        await events.aclose()
+    assert before[0] not in {job_id for job_id, _ in seen}
+    assert [job_id for job_id, _ in seen[1:]] == made
+    assert len(set(seen)) == len(seen)
+
+
+async def producer_enqueue(server: LiveServer, key: str, n: int) -> list[str]:
+    async with AsyncClient(server.url, key) as client:
+        return [(await client.enqueue("email")).id for _ in range(n)]
+
+
+def test_sync_watch_resumes_from_a_persisted_cursor(
+    server: LiveServer, keys: Keys, job_type: str
+) -> None:
+    with Client(server.url, keys.producer) as client:
+        a, b = client.enqueue(job_type), client.enqueue(job_type)
+        # The caller stored the cursor of a's creation: only what came after comes back.
+        events = client.watch(type=job_type, after=_creation_cursor(server, keys, a.id))
+        first = next(events)
+        assert (first.job.id, first.status, first.previous_status) == (
+            b.id,
+            JobStatus.PENDING,
+            None,
+        )
+        client.cancel(a.id)
+        second = next(events)
+        assert (second.job.id, second.status) == (a.id, JobStatus.CANCELLED)
+        assert int(second.cursor) > int(first.cursor)
+        events.close()
+
+
+def _creation_cursor(server: LiveServer, keys: Keys, job_id: str) -> str:
+    data = server.gql(
+        "query($id: ID!) { job(id: $id) { events { cursor } } }", {"id": job_id}, keys.producer
+    )
+    return str(data["job"]["events"][0]["cursor"])
