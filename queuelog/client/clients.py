@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -152,17 +152,29 @@ class AsyncClient:
         type: str | None = None,
         statuses: Sequence[str] | None = None,
         after: str | None = None,
-    ) -> AsyncIterator[JobEvent]:
+    ) -> AsyncGenerator[JobEvent, None]:
         """Status changes as they happen, forever (break to stop). Reconnects after a
-        dropped connection and resumes from the last cursor: no gap, no duplicate."""
+        dropped connection and resumes from the last cursor: no gap, no duplicate. Pass
+        the `cursor` of the last event you handled as `after` to resume across restarts.
+        Without `after`, watching all jobs starts live, and a drop before the first
+        event resumes live too; watching one job starts from its latest event."""
         fields = (await self.features()).job_fields()
+        if after is None and job_id is not None:
+            after = await self._latest_cursor(job_id)
         wanted = None if statuses is None else [str(s).upper() for s in statuses]
         async for event in stream.watch(
             self.url, self.key, fields, job_id=job_id, type=type, statuses=wanted, after=after
         ):
             yield event
 
-    async def progress(self, job_id: str) -> AsyncIterator[JobProgress]:
+    async def _latest_cursor(self, job_id: str) -> str | None:
+        data = await self.execute(
+            "query($id: ID!) { job(id: $id) { events(first: 100) { cursor } } }", {"id": job_id}
+        )
+        events = (data["job"] or {}).get("events") or []
+        return str(events[-1]["cursor"]) if events else None
+
+    async def progress(self, job_id: str) -> AsyncGenerator[JobProgress, None]:
         """A running job's progress reports (the current one first); ends with the job."""
         fields = (await self.features()).job_fields()
         async for report in stream.progress(
@@ -288,7 +300,7 @@ class Client:
         type: str | None = None,
         statuses: Sequence[str] | None = None,
         after: str | None = None,
-    ) -> Iterator[JobEvent]:
+    ) -> Generator[JobEvent, None, None]:
         """As AsyncClient.watch; call it from a thread with no running event loop."""
         return _blocking(
             lambda c: c.watch(job_id=job_id, type=type, statuses=statuses, after=after),
@@ -296,14 +308,14 @@ class Client:
             self.key,
         )
 
-    def progress(self, job_id: str) -> Iterator[JobProgress]:
+    def progress(self, job_id: str) -> Generator[JobProgress, None, None]:
         """As AsyncClient.progress; call it from a thread with no running event loop."""
         return _blocking(lambda c: c.progress(job_id), self.url, self.key)
 
 
 def _blocking(
     open_stream: Callable[[AsyncClient], AsyncIterator[T]], url: str, key: str | None
-) -> Iterator[T]:
+) -> Generator[T, None, None]:
     """Drive an AsyncClient's stream on an event loop of its own, one item at a time."""
     loop = asyncio.new_event_loop()
     client = AsyncClient(url, key)

@@ -163,3 +163,28 @@ def _creation_cursor(server: LiveServer, keys: Keys, job_id: str) -> str:
         "query($id: ID!) { job(id: $id) { events { cursor } } }", {"id": job_id}, keys.producer
     )
     return str(data["job"]["events"][0]["cursor"])
+
+
+async def test_watching_one_job_misses_nothing_across_a_drop_before_its_first_event(
+    own_server: LiveServer,
+) -> None:
+    server = own_server
+    producer = server.create_key("PRODUCER", ["email"])
+    worker_key = server.create_key("WORKER", ["email"])
+    async with AsyncClient(server.url, producer) as client:
+        job = await client.enqueue("email")
+        events = client.watch(job_id=job.id)
+        pending = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0.5)  # subscribed, nothing heard yet
+        server.stop()
+        server.start()
+        async with AsyncClient(server.url, worker_key) as worker:
+            [claimed] = await worker.claim(types=["email"])
+            await worker.complete(claimed.id)
+        first = await asyncio.wait_for(pending, 30)
+        second = await asyncio.wait_for(anext(events), 30)
+        await events.aclose()
+    assert [(e.previous_status, e.status) for e in (first, second)] == [
+        (JobStatus.PENDING, JobStatus.RUNNING),
+        (JobStatus.RUNNING, JobStatus.COMPLETED),
+    ]
