@@ -28,7 +28,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
-from strawberry.asgi import ASGIWebSocketAdapter
 from strawberry.exceptions import ConnectionRejectionError
 
 from queuelog.auth.backend import (
@@ -62,32 +61,19 @@ from queuelog.services import Services, open_services
 from queuelog.storage.db import KEYS_CHANNEL
 from queuelog.storage.migrate import migrate
 from queuelog.view import SpecGraphQL
+from queuelog.websocket import LegacyWSHandler, TransportWSHandler
 
 NO_KEY = 'a live API key is required: send {"authorization": "Bearer <api key>"} in connection_init'
 
 
-class RefusingWebSocket(ASGIWebSocketAdapter):
-    """Closes a connection that `on_ws_connect` refused with the code and reason it chose,
-    where strawberry's handlers close every refusal alike: "4403 Forbidden" for
-    graphql-transport-ws, 1011 without a reason for the legacy graphql-ws."""
-
-    REFUSAL_CODES = {4403: 4401, 1011: 4403}
-
-    async def close(self, code: int, reason: str) -> None:
-        refusal = getattr(self.ws.state, "refusal", None)
-        if refusal is not None and code in self.REFUSAL_CODES:
-            code, reason = self.REFUSAL_CODES[code], refusal
-        await super().close(code, reason)
-
-
-def _refuse(ws: Request | WebSocket, message: str, **payload: object) -> ConnectionRejectionError:
-    # A close reason is at most 123 bytes.
-    ws.state.refusal = message.encode()[:123].decode(errors="ignore")
+def _refuse(message: str, **payload: object) -> ConnectionRejectionError:
+    """A refused connection_init: the WebSocket handlers close with `message` as the reason."""
     return ConnectionRejectionError({"message": message, **payload})
 
 
 class QueuelogGraphQL(SpecGraphQL):
-    websocket_adapter_class = RefusingWebSocket  # type: ignore[assignment]  # as strawberry's own
+    graphql_transport_ws_handler_class = TransportWSHandler
+    graphql_ws_handler_class = LegacyWSHandler
 
     def __init__(self, services: Services, **kwargs: Any) -> None:
         super().__init__(build_schema(services.settings), **kwargs)
@@ -124,14 +110,12 @@ class QueuelogGraphQL(SpecGraphQL):
         try:
             token = bearer(header if isinstance(header, str) else None)
             if token is None:
-                raise _refuse(context.request, NO_KEY, code="UNAUTHENTICATED")
+                raise _refuse(NO_KEY, code="UNAUTHENTICATED")
             key = await self.auth.verify(token, client_address(context.request))
         except InvalidKey as exc:
-            raise _refuse(context.request, str(exc), code="UNAUTHENTICATED") from None
+            raise _refuse(str(exc), code="UNAUTHENTICATED") from None
         except TooManyFailures as exc:
-            raise _refuse(
-                context.request, str(exc), code="RATE_LIMITED", retryAfter=exc.retry_after
-            ) from None
+            raise _refuse(str(exc), code="RATE_LIMITED", retryAfter=exc.retry_after) from None
         context.actor = key.actor()
         keys, secret = self.services.keys, token
 
@@ -256,8 +240,13 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         ]
         if s.db.dialect == "postgresql":  # revocations by other replicas
             url = s.db.url.set(drivername="postgresql").render_as_string(hide_password=False)
-            forget = listen(url, KEYS_CHANNEL, s.keys.forget)
-            tasks.append(asyncio.create_task(forget, name="queuelog-key-listen"))
+
+            def revoked_elsewhere() -> None:
+                s.keys.forget()
+                s.feed.recheck_keys()
+
+            heard = listen(url, KEYS_CHANNEL, revoked_elsewhere)
+            tasks.append(asyncio.create_task(heard, name="queuelog-key-listen"))
         try:
             yield
         finally:

@@ -163,6 +163,12 @@ class EventFeed:
                 session.revoke()
         self._wake_followers()
 
+    def recheck_keys(self) -> None:
+        """Some key was revoked elsewhere: every connection re-verifies its key now."""
+        for session in list(self._sessions):
+            session.expire()
+        self._wake_followers()
+
     # -- the reader ---------------------------------------------------------------------
 
     def _on_commit(self) -> None:

@@ -1,9 +1,11 @@
-"""One WebSocket connection's API key, as its subscriptions see it.
+"""One WebSocket connection's API key, as its operations see it.
 
 A connection authenticates once, in `connection_init`. Its key can be revoked later: in this
-process (`revokeApiKey` marks the connection's session at once) or in another one (every
-open subscription re-verifies its connection's key every `recheck` seconds, one database
-read per connection however many subscriptions it runs).
+process (`revokeApiKey` marks the connection's session at once) or in another one. Every
+operation the connection starts confirms the key first, through the key store, so it is
+refused as soon as an HTTP request with that key would be; an open subscription re-verifies
+it every `recheck` seconds (one lookup per connection however many subscriptions it runs),
+and at once when `expire()` says a revocation was heard of.
 """
 
 from __future__ import annotations
@@ -41,18 +43,32 @@ class Session:
             self.revoked = True
             self._on_revoke()
 
+    def expire(self) -> None:
+        """Have the next `check()` re-verify the key (another process revoked some key)."""
+        self._checked_at = float("-inf")
+
+    async def confirm(self) -> None:
+        """Raise KeyRevoked unless the key is live now, as an HTTP request would find it."""
+        if not self.revoked:
+            await self._reverify()
+        if self.revoked:
+            raise KeyRevoked(f"the API key {self.name!r} was revoked")
+
     async def check(self) -> None:
         """Raise KeyRevoked once the key is revoked; re-verify it when the last check is old."""
         if not self.revoked and time.monotonic() - self._checked_at >= self._recheck:
             async with self._lock:
                 if time.monotonic() - self._checked_at >= self._recheck:
-                    try:
-                        live = await self._verify()
-                    except Exception:  # the database may be briefly away: keep serving
-                        log.warning("could not re-verify the key %r", self.name, exc_info=True)
-                        live = True
-                    self._checked_at = time.monotonic()
-                    if not live:
-                        self.revoke()
+                    await self._reverify()
         if self.revoked:
             raise KeyRevoked(f"the API key {self.name!r} was revoked")
+
+    async def _reverify(self) -> None:
+        try:
+            live = await self._verify()
+        except Exception:  # the database may be briefly away: keep serving
+            log.warning("could not re-verify the key %r", self.name, exc_info=True)
+            live = True
+        self._checked_at = time.monotonic()
+        if not live:
+            self.revoke()
