@@ -53,6 +53,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from queuelog.app import create_app
+    from queuelog.serving import uvicorn_config
 
     settings = Settings()
     s = _services()
@@ -71,16 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             await app.state.services.feed.finish()
             await super().shutdown(sockets)
 
-    config = uvicorn.Config(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        ws_max_size=settings.request_max_bytes,
-        ws_ping_interval=settings.ws_ping_interval_seconds,
-        ws_ping_timeout=20.0,
-        timeout_graceful_shutdown=10,
-    )
+    config = uvicorn_config(app, settings, args.host, args.port, args.log_level)
     # uvicorn re-raises the signal that stopped it once it has shut down gracefully, which
     # would end the process "killed by SIGTERM"; a graceful stop is a success: exit 0.
     for sig in (signal.SIGTERM, signal.SIGINT):

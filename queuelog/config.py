@@ -63,11 +63,17 @@ class Settings(BaseSettings):
     # subscriptions (see README "Subscriptions")
     event_poll_seconds: float = Field(default=0.25, gt=0, le=60)
     event_window: int = Field(default=10_000, ge=1)
-    key_recheck_seconds: float = Field(default=10.0, gt=0)
+    key_recheck_seconds: float = Field(default=1.0, gt=0)
     key_cache_seconds: float = Field(default=1.0, ge=0, le=60)
     ws_init_timeout_seconds: float = Field(default=10.0, gt=0)
     ws_ping_interval_seconds: float = Field(default=20.0, gt=0)
     max_subscriptions_per_connection: int = Field(default=50, ge=1)
+
+    # slow and numerous clients (see queuelog/serving.py and README "Deployment")
+    http_request_timeout_seconds: float = Field(default=30.0, gt=0)
+    http_keep_alive_seconds: int = Field(default=5, ge=1)
+    http_max_header_bytes: int = Field(default=65_536, ge=1_024)
+    max_connections: int = Field(default=4_096, ge=1)
 
     graphiql: bool = True
     introspection: bool = True

@@ -21,12 +21,17 @@ from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.parse_content_type import parse_content_type
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
+from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET
 
 from queuelog.edge import GRAPHQL_RESPONSE, JSON, error_response, negotiate
 from queuelog.resolvers.context import Context
 from queuelog.schema.schema import QueuelogSchema
 
+SUBSCRIPTIONS_OVER_WEBSOCKET = (
+    "subscriptions are served over WebSocket only: connect to this URL with the "
+    "graphql-transport-ws subprotocol"
+)
 _HTTP_CODES = {405: "METHOD_NOT_ALLOWED", 406: "NOT_ACCEPTABLE", 415: "UNSUPPORTED_MEDIA_TYPE"}
 # Request errors (no `data`) whose status is not 400.
 _STATUS_BY_CODE = {"EXECUTION_TIMEOUT": 503, "INTERNAL_SERVER_ERROR": 500}
@@ -216,8 +221,12 @@ class SpecGraphQL(GraphQL[Context, None]):
             result = await self._within_deadline(super().execute_single(*args, **kwargs))
         except HTTPException as e:
             method = kwargs["request_adapter"].method
-            if isinstance(e.__cause__, InvalidOperationTypeError) and method == "GET":
-                raise HTTPException(405, f"{e.reason}: use POST") from e
+            cause = e.__cause__
+            if isinstance(cause, InvalidOperationTypeError):
+                if cause.operation_type is OperationType.SUBSCRIPTION:
+                    raise HTTPException(400, SUBSCRIPTIONS_OVER_WEBSOCKET) from e
+                if method == "GET":
+                    raise HTTPException(405, f"{e.reason}: use POST") from e
             raise
         assert result is not None
         return result

@@ -17,6 +17,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.printer.ast_from_value import ast_from_value
 from strawberry.types import ExecutionContext, ExecutionResult
+from strawberry.types.graphql import OperationType
 
 from queuelog.auth.permissions import AdminOnly, Authenticated, ProducerOrAdmin, WorkerOrAdmin
 from queuelog.config import Settings
@@ -121,6 +122,9 @@ class Subscription:
     )
 
 
+SINGLE_RESULT = frozenset({OperationType.QUERY, OperationType.MUTATION})
+
+
 class QueuelogSchema(strawberry.Schema):
     """The schema, its limits, and the operations prepared for the short path."""
 
@@ -143,6 +147,13 @@ class QueuelogSchema(strawberry.Schema):
             validate=lambda document: validate_document(graphql_schema, document, limits),
             resolver=lambda field: root_resolver(self, field),
         )
+
+    async def execute(self, *args: Any, **kwargs: Any) -> ExecutionResult:
+        # One result cannot carry a subscription's events: those are served by `stream`
+        # (WebSocket) only, so any single-result path refuses them before they run.
+        allowed = kwargs.get("allowed_operation_types") or tuple(OperationType)
+        kwargs["allowed_operation_types"] = [t for t in allowed if t in SINGLE_RESULT]
+        return await super().execute(*args, **kwargs)
 
     def create_extensions_runner(
         self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
