@@ -293,3 +293,38 @@ def test_websocket_message_over_the_limit_closes_the_connection(edge: LiveServer
             return closed.value.rcvd.code if closed.value.rcvd else None
 
     assert asyncio.run(attack()) == 1009
+
+
+# -- subscriptions over HTTP -----------------------------------------------------------------
+
+SUBSCRIPTION = "subscription { jobStatusChanged { cursor } }"
+
+
+@pytest.mark.parametrize("key", [None, ADMIN_SECRET], ids=["anonymous", "admin"])
+@pytest.mark.parametrize(
+    "document",
+    [
+        SUBSCRIPTION,
+        f"subscription Watch {SUBSCRIPTION[len('subscription ') :]}",
+        "subscription { ...F } fragment F on Subscription { jobStatusChanged { cursor } }",
+        "{ __typename } subscription S { jobStatusChanged { cursor } }",
+    ],
+    ids=["plain", "named", "fragment", "beside-a-query"],
+)
+@pytest.mark.parametrize("method", ["POST", "GET"])
+def test_a_subscription_over_http_is_a_clear_400(
+    edge: LiveServer, key: str | None, document: str, method: str
+) -> None:
+    before = len(edge.log())
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    params = {"query": document}
+    if document.startswith("{ __typename }"):
+        params["operationName"] = "S"
+    if method == "POST":
+        response = CLIENT.post(edge.url, json=params, headers=headers)
+    else:
+        response = CLIENT.get(edge.url, params=params, headers=headers)
+    assert response.status_code == 400, response.text
+    assert error_code(response) == "BAD_REQUEST"
+    assert "WebSocket" in response.json()["errors"][0]["message"]
+    assert "Traceback" not in edge.log()[before:]
