@@ -219,7 +219,9 @@ async def run(db_url: str, workdir: Path, scale: float = 1.0) -> dict[str, Any]:
             "slow_headers": lambda: slow_requests(server, int(300 * scale), 8.0, False),
             "slow_body": lambda: slow_requests(server, int(300 * scale), 8.0, True),
         }
-        results = {name: await _measured(server, attack) for name, attack in attacks.items()}
+        results: dict[str, Any] = {
+            name: await _measured(server, attack) for name, attack in attacks.items()
+        }
         results["server_log_lines"] = len(server.log().splitlines())
         results["server_log_tracebacks"] = server.log().count("Traceback")
     return results
