@@ -71,6 +71,18 @@ async def test_malformed_messages_close_4400_with_a_reason(
 
 @pytest.mark.usefixtures("quiet_log")
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("frame", ["{not json", b'{"type": "ping"}'], ids=["not-json", "binary"])
+async def test_frames_that_are_not_json_text_close_4400(
+    sockets: LiveServer, protocol: str, frame: str | bytes
+) -> None:
+    async with acknowledged(sockets, protocol, ADMIN_SECRET) as socket:
+        await socket.conn.send(frame)
+        code, reason = await socket.closed()
+    assert code == 4400 and reason, (code, reason)
+
+
+@pytest.mark.usefixtures("quiet_log")
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("payload", ["yes", 5, [1]], ids=["string", "number", "list"])
 async def test_connection_init_with_a_payload_not_an_object_closes_4400(
     sockets: LiveServer, protocol: str, payload: object
