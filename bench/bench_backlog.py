@@ -35,9 +35,9 @@ from typing import Any
 
 from bench.common import Profile, database_url, median, percentile, psycopg_url, sqlite_path
 from queuelog.config import Settings
+from queuelog.runtime import Services, open_services
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor, EnqueueRequest, Role
-from queuelog.services import Services, open_services
 from queuelog.storage.migrate import migrate
 
 WORKER = Actor("bench-worker", Role.WORKER)

@@ -30,9 +30,9 @@ from typing import Any
 from bench.bench_service import PRODUCER, WORKER
 from bench.common import Profile, median, psycopg_url
 from queuelog.config import Settings
+from queuelog.runtime import open_services
 from queuelog.service.jobs import JobService
 from queuelog.service.models import EnqueueRequest
-from queuelog.services import open_services
 from queuelog.storage.migrate import migrate
 
 ONE = "one at a time"

@@ -17,9 +17,10 @@ import orjson
 
 from bench.common import Profile, median, psycopg_url, sqlite_path
 from queuelog.config import Settings
+from queuelog.runtime import open_services
 from queuelog.service.models import Actor, EnqueueRequest, Role
-from queuelog.services import open_services
-from queuelog.storage.driver import EVENT_LOCK_KEY, NOTIFY_CHANNEL
+from queuelog.storage.dialects import NOTIFY_CHANNEL
+from queuelog.storage.dialects.postgresql import EVENT_LOCK_KEY
 from queuelog.storage.migrate import migrate
 
 PRODUCER = Actor("bench-producer", Role.PRODUCER)

@@ -55,9 +55,9 @@ from queuelog.events.sessions import Session
 from queuelog.graphiql import ASSETS_PATH, GraphiQLAssets
 from queuelog.graphiql import page as graphiql_page
 from queuelog.resolvers.context import Context
+from queuelog.runtime import Services, open_services
 from queuelog.schema.schema import build_schema
 from queuelog.service.maintenance import maintenance_loop
-from queuelog.services import Services, open_services
 from queuelog.storage.db import KEYS_CHANNEL
 from queuelog.storage.migrate import migrate
 from queuelog.view import SpecGraphQL

@@ -13,10 +13,10 @@ from types import FrameType
 
 from queuelog import cli_client
 from queuelog.config import Settings
+from queuelog.runtime import Services, open_services
 from queuelog.service.errors import DomainError
 from queuelog.service.models import Priority, Role
 from queuelog.service.retention import prune
-from queuelog.services import Services, open_services
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.migrate import migrate
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from queuelog.config import Settings
+from queuelog.runtime import Services, open_services
 from queuelog.service.models import Actor, Priority, Role
-from queuelog.services import Services, open_services
 from queuelog.storage.migrate import migrate
 from tests.inprocess import live  # noqa: F401  (fixture: a server in the test's process)
 from tests.support import BACKENDS, JOB_TYPES, LiveServer, database_url, drop_stale_pg_databases

@@ -13,8 +13,8 @@ import uvicorn
 
 from queuelog.app import create_app
 from queuelog.config import Settings
+from queuelog.runtime import Services
 from queuelog.service.models import Priority, Role
-from queuelog.services import Services
 from tests.support import LiveServer, free_port
 
 

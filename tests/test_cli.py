@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, normalize_url
+from queuelog.storage.scope import EVERYTHING, Scope
 from tests.storage.rows import insert, job
 from tests.support import ADMIN_SECRET, LiveServer, key_refused
 
@@ -199,9 +200,9 @@ def test_recount_sets_the_job_counts_from_the_table(db_url: str, tmp_path: Path)
         out = cli("recount", db_url=db_url, cwd=tmp_path)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "counted 3 job(s)"
-        counted = db.read_sync(jobs_sql.counts, producer="p1", worker=None, job_type=None)
+        counted = db.read_sync(jobs_sql.counts, scope=Scope(producer="p1"), job_type=None)
         assert counted["pending"] == 2
-        by_type = db.read_sync(jobs_sql.counts, producer=None, worker=None, job_type="pdf")
+        by_type = db.read_sync(jobs_sql.counts, scope=EVERYTHING, job_type="pdf")
         assert by_type["pending"] == 1
     finally:
         db.close()

@@ -12,9 +12,9 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from queuelog.config import Settings
+from queuelog.runtime import Services, open_services
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor, EnqueueRequest, Role
-from queuelog.services import Services, open_services
 from queuelog.storage.db import Database
 from queuelog.storage.migrate import migrate
 from queuelog.storage.tables import job_events

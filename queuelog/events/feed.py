@@ -26,10 +26,11 @@ from typing import Any
 
 from queuelog.events.listen import listen
 from queuelog.events.sessions import KeyRevoked, Session
-from queuelog.service.models import Actor, JobEvent, Role, Status
+from queuelog.service.models import Actor, JobEvent, Status
+from queuelog.service.visibility import may_see, scope
 from queuelog.storage import events as events_sql
 from queuelog.storage.db import Database
-from queuelog.storage.driver import NOTIFY_CHANNEL
+from queuelog.storage.dialects import NOTIFY_CHANNEL
 from queuelog.storage.tx import Tx
 
 READ_BATCH = 500
@@ -57,18 +58,16 @@ class Interest:
             (self.job_id is None or e.job_id == self.job_id)
             and (self.job_type is None or e.job_type == self.job_type)
             and (self.statuses is None or e.status in self.statuses)
-            and self.viewer.may_see(e.producer, e.worker_id)
+            and may_see(self.viewer, e.producer, e.worker_id)
         )
 
     def sql(self) -> dict[str, Any]:
         """The same filter for reading the table."""
-        role, name = self.viewer.role, self.viewer.name
         return {
             "job_id": self.job_id,
             "job_type": self.job_type,
             "statuses": None if self.statuses is None else [s.value for s in self.statuses],
-            "producer": name if role is Role.PRODUCER else None,
-            "worker": name if role is Role.WORKER else None,
+            "scope": scope(self.viewer),
         }
 
 
@@ -127,7 +126,7 @@ class EventFeed:
         self.head = self._floor = await self.db.read(events_sql.head)
         self.db.on_commit(self._on_commit)
         self._tasks.append(asyncio.create_task(self._run(), name="queuelog-event-feed"))
-        if self.db.dialect == "postgresql":
+        if self.db.sql.notifies:  # another process's commits are announced
             url = self.db.url.set(drivername="postgresql").render_as_string(hide_password=False)
             listener = listen(url, NOTIFY_CHANNEL, self.poke)
             self._tasks.append(asyncio.create_task(listener, name="queuelog-event-listen"))

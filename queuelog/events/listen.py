@@ -35,8 +35,7 @@ async def listen(url: str, channel: str, wake: Callable[[], None], retry: float 
 async def _notifications(pgconn: pq.abc.PGconn, wake: Callable[[], None]) -> None:
     """Call `wake` once for whatever notifications each read of the socket brings, until
     the connection fails (raised). Straight on libpq: psycopg's `notifies()` generator
-    cost ~100 µs of event-loop time per notification, and every write transaction sends
-    one."""
+    costs event-loop time per notification, and every write transaction sends one."""
     loop = asyncio.get_running_loop()
     failed: asyncio.Future[None] = loop.create_future()
 

@@ -40,7 +40,7 @@ async def enqueue_job(info: Info, input: EnqueueJobInput) -> EnqueueJobPayload:
         job, created = await ctx.service.enqueue(actor, input.request())
     except DomainError as exc:
         return EnqueueJobPayload(user_errors=[UserError.of(exc)])
-    return EnqueueJobPayload(job=Job.of(job, actor), created=created)
+    return EnqueueJobPayload(job=Job.of(job), created=created)
 
 
 async def enqueue_jobs(info: Info, inputs: list[EnqueueJobInput]) -> EnqueueJobsPayload:
@@ -49,7 +49,7 @@ async def enqueue_jobs(info: Info, inputs: list[EnqueueJobInput]) -> EnqueueJobs
         jobs = await ctx.service.enqueue_many(actor, [i.request() for i in inputs])
     except DomainError as exc:
         return EnqueueJobsPayload(user_errors=[UserError.of(exc)])
-    return EnqueueJobsPayload(jobs=[Job.of(j, actor) for j in jobs])
+    return EnqueueJobsPayload(jobs=[Job.of(j) for j in jobs])
 
 
 async def claim_job(
@@ -60,7 +60,7 @@ async def claim_job(
         jobs = await ctx.service.claim(actor, types, lease_seconds, 1)
     except DomainError as exc:
         return ClaimJobPayload(user_errors=[UserError.of(exc)])
-    return ClaimJobPayload(job=Job.of(jobs[0], actor) if jobs else None)
+    return ClaimJobPayload(job=Job.of(jobs[0]) if jobs else None)
 
 
 async def claim_jobs(
@@ -71,11 +71,11 @@ async def claim_jobs(
         jobs = await ctx.service.claim(actor, types, lease_seconds, limit)
     except DomainError as exc:
         return ClaimJobsPayload(user_errors=[UserError.of(exc)])
-    return ClaimJobsPayload(jobs=[Job.of(j, actor) for j in jobs])
+    return ClaimJobsPayload(jobs=[Job.of(j) for j in jobs])
 
 
 def _refused(exc: DomainError, info: Info) -> JobPayload:
-    job = None if exc.job is None else Job.of(exc.job, info.context.require_actor())
+    job = None if exc.job is None else Job.of(exc.job)
     return JobPayload(job=job, user_errors=[UserError.of(exc)])
 
 
@@ -87,7 +87,7 @@ async def heartbeat_job(
         job = await ctx.service.heartbeat(actor, _job_id(id), lease_seconds)
     except DomainError as exc:
         return _refused(exc, info)
-    return JobPayload(job=Job.of(job, actor))
+    return JobPayload(job=Job.of(job))
 
 
 async def complete_job(info: Info, id: strawberry.ID, result: JSON | None = None) -> JobPayload:
@@ -96,7 +96,7 @@ async def complete_job(info: Info, id: strawberry.ID, result: JSON | None = None
         job = await ctx.service.complete(actor, _job_id(id), result)
     except DomainError as exc:
         return _refused(exc, info)
-    return JobPayload(job=Job.of(job, actor))
+    return JobPayload(job=Job.of(job))
 
 
 async def fail_job(
@@ -108,7 +108,7 @@ async def fail_job(
     except DomainError as exc:
         refused = _refused(exc, info)
         return FailJobPayload(job=refused.job, user_errors=refused.user_errors)
-    return FailJobPayload(job=Job.of(job, actor), will_retry=will_retry)
+    return FailJobPayload(job=Job.of(job), will_retry=will_retry)
 
 
 async def cancel_job(info: Info, id: strawberry.ID) -> JobPayload:
@@ -117,7 +117,7 @@ async def cancel_job(info: Info, id: strawberry.ID) -> JobPayload:
         job = await ctx.service.cancel(actor, _job_id(id))
     except DomainError as exc:
         return _refused(exc, info)
-    return JobPayload(job=Job.of(job, actor))
+    return JobPayload(job=Job.of(job))
 
 
 async def retry_job(info: Info, id: strawberry.ID) -> JobPayload:
@@ -126,7 +126,7 @@ async def retry_job(info: Info, id: strawberry.ID) -> JobPayload:
         job = await ctx.service.retry(actor, _job_id(id))
     except DomainError as exc:
         return _refused(exc, info)
-    return JobPayload(job=Job.of(job, actor))
+    return JobPayload(job=Job.of(job))
 
 
 async def create_api_key(info: Info, input: CreateApiKeyInput) -> CreateApiKeyPayload:

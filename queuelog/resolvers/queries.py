@@ -54,7 +54,7 @@ async def job(info: Info, id: strawberry.ID) -> Job | None:
     if job_id is None:
         return None
     found = await info.context.service.get(actor, job_id)
-    return None if found is None else Job.of(found, actor)
+    return None if found is None else Job.of(found)
 
 
 async def jobs(
@@ -79,7 +79,7 @@ async def jobs(
         )
     except ValidationFailed as exc:
         raise bad_input(exc.message, exc.field) from None
-    nodes = [Job.of(j, actor) for j in page.jobs]
+    nodes = [Job.of(j) for j in page.jobs]
     return JobConnection(
         edges=[JobEdge(cursor=str(n.id), node=n) for n in nodes],
         nodes=nodes,

@@ -84,11 +84,9 @@ class Job:
         return [JobEvent.of(e) for e in history]
 
     @classmethod
-    def of(cls, job: models.Job, viewer: models.Actor) -> Job:
-        """The job as `viewer` may see it: the idempotency key for its producer and admins,
-        the error text for admins only."""
-        admin = viewer.role is models.Role.ADMIN
-        owner = admin or (viewer.role is models.Role.PRODUCER and viewer.name == job.producer)
+    def of(cls, job: models.Job) -> Job:
+        """The job as the service handed it out (fields the viewer may not see are left
+        out by the service: `service.visibility`)."""
         return cls(
             id=strawberry.ID(str(job.id)),
             type=job.type,
@@ -97,13 +95,13 @@ class Job:
             status=job.status,
             retry_count=job.retry_count,
             max_retries=job.max_retries,
-            idempotency_key=job.idempotency_key if owner else None,
+            idempotency_key=job.idempotency_key,
             producer=job.producer,
             run_at=job.run_at,
             claimed_at=job.claimed_at,
             worker_id=job.worker_id,
             lease_expires_at=job.lease_expires_at,
-            error=job.error if admin else None,
+            error=job.error,
             result=job.result,
             created_at=job.created_at,
             updated_at=job.updated_at,
@@ -132,7 +130,7 @@ class JobEvent:
         job = await ctx.service.get_since(ctx.require_actor(), self.job_id, self.event_id)
         if job is None:  # pruned since; cannot happen for a job the viewer was shown
             raise DomainError(f"job {self.job_id} no longer exists")
-        return Job.of(job, ctx.require_actor())
+        return Job.of(job)
 
     @classmethod
     def of(cls, e: models.JobEvent) -> JobEvent:

@@ -1,8 +1,10 @@
-"""JobService: the state machine, leases, retries, idempotency and who may see what (its
-reads are in `service.reads`).
+"""JobService: the writes of the queue: enqueues, claims, settlements, leases, retries and
+idempotency (its reads are in `service.reads`).
 
-No SQL here and no GraphQL: storage applies each transition as a compare-and-set; this
-module decides which transition, and what to tell a caller whose transition was refused.
+No SQL here and no GraphQL: each write is a transition of `queuelog.lifecycle`, which
+storage applies as a compare-and-set; this module decides which transition and its values,
+and what to tell a caller whose transition was refused (`service.ownership`). Every job it
+returns is shown as its caller may see it (`service.visibility`).
 """
 
 from __future__ import annotations
@@ -13,12 +15,24 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from queuelog.config import JobTypeConfig, Settings
+from queuelog.lifecycle import (
+    CANCEL,
+    COMPLETE,
+    FAIL,
+    FAIL_AND_RETRY,
+    HEARTBEAT,
+    RESCUE_AND_FAIL,
+    RESCUE_AND_RETRY,
+    RETRY,
+    Status,
+    Transition,
+)
 from queuelog.service import errors, ownership, validation
 from queuelog.service.backoff import backoff_seconds
 from queuelog.service.models import Actor, EnqueueRequest, Job, Role
-from queuelog.service.ownership import LEASE_EXPIRED, PENDING, RUNNING
-from queuelog.service.reads import JobReads, SharedReads, visible
+from queuelog.service.reads import JobReads, SharedReads
 from queuelog.service.sanitize import sanitize_error
+from queuelog.service.visibility import may_see, shown
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
 from queuelog.storage.tx import Tx
@@ -26,6 +40,7 @@ from queuelog.storage.tx import Tx
 BATCH_MAX = 500
 CLAIM_MAX = 100
 RESCUE_BATCH = 100
+LEASE_EXPIRED = "lease expired"  # the error a rescued job's attempt records
 
 
 def utcnow() -> datetime:
@@ -61,7 +76,7 @@ class JobService(JobReads):
         request, return that job and False."""
         _require(actor, Role.PRODUCER)
         values = self._row(actor, req, ["input"])
-        if values["idempotency_key"] is None:
+        if "idempotency_key" not in values:
             (inserted,) = await self.db.write_rows(jobs_sql.insert, [values])
             return Job.from_row(inserted), True
         row, created = await self.db.write(jobs_sql.insert_idempotent, values)
@@ -70,7 +85,7 @@ class JobService(JobReads):
                 "this idempotency key was used before with a different request",
                 ["input", "idempotencyKey"],
             )
-        return Job.from_row(row), created
+        return Job.from_row(row), created  # a producer's own job: it may see every field
 
     async def enqueue_many(self, actor: Actor, reqs: Sequence[EnqueueRequest]) -> list[Job]:
         """Enqueue 1-500 jobs, all or nothing, returned in input order."""
@@ -79,7 +94,7 @@ class JobService(JobReads):
             raise errors.ValidationFailed(f"give 1 to {BATCH_MAX} inputs", ["inputs"])
         now = self.clock()  # one instant for the batch: one transaction, input order kept
         rows = [self._row(actor, r, ["inputs", str(i)], now) for i, r in enumerate(reqs)]
-        if all(r["idempotency_key"] is None for r in rows):
+        if all("idempotency_key" not in r for r in rows):
             # One INSERT, which concurrent batches and enqueues queued meanwhile share.
             inserted = await self.db.write_rows(jobs_sql.insert, rows)
         else:
@@ -101,13 +116,13 @@ class JobService(JobReads):
 
     @staticmethod
     def _enqueue_many(tx: Tx, rows: list[dict[str, Any]]) -> list[Any]:
-        plain = [r for r in rows if r["idempotency_key"] is None]
-        keyed = [r for r in rows if r["idempotency_key"] is not None]
+        plain = [r for r in rows if "idempotency_key" not in r]
+        keyed = [r for r in rows if "idempotency_key" in r]
         inserted = iter(jobs_sql.insert(tx, plain) if plain else [])
         held = iter(jobs_sql.insert_idempotent_many(tx, keyed) if keyed else [])
         out: list[Any] = []
         for i, values in enumerate(rows):
-            if values["idempotency_key"] is None:
+            if "idempotency_key" not in values:
                 out.append(next(inserted))
                 continue
             row, _created = next(held)
@@ -127,47 +142,37 @@ class JobService(JobReads):
     def _cancel(self, tx: Tx, actor: Actor, job_id: int) -> Job:
         now = self.clock()
         row = jobs_sql.get(tx, job_id)
-        if row is None or not visible(actor, row):
+        if row is None or not may_see(actor, row.producer, row.worker_id):
             raise errors.NotFound(f"no job {job_id}", ["id"])
-        values = {
-            "status": "cancelled",
-            "lease_expires_at": None,
-            "finished_at": now,
-            "updated_at": now,
-        }
-        done = jobs_sql.transition(tx, job_id, (PENDING, RUNNING), values)
+        done = jobs_sql.apply(tx, CANCEL, job_id, {"finished_at": now, "updated_at": now})
         if done is None:
             raise errors.InvalidState(
-                f"a {row.status} job cannot be cancelled", ["id"], Job.from_row(row)
+                f"a {row.status} job cannot be cancelled", ["id"], self._shown(actor, row)
             )
-        return Job.from_row(done)
+        return self._shown(actor, done)
 
     async def retry(self, actor: Actor, job_id: int) -> Job:
         _require(actor)
-        return await self.db.write(self._retry, job_id)
+        return await self.db.write(self._retry, actor, job_id)
 
-    def _retry(self, tx: Tx, job_id: int) -> Job:
+    def _retry(self, tx: Tx, actor: Actor, job_id: int) -> Job:
         now = self.clock()
         row = jobs_sql.get(tx, job_id)
         if row is None:
             raise errors.NotFound(f"no job {job_id}", ["id"])
-        values = {
-            "status": PENDING,
-            "retry_count": 0,
-            "run_at": now,
-            "claimed_at": None,
-            "lease_expires_at": None,
-            "finished_at": None,
-            "updated_at": now,
-        }
-        done = jobs_sql.transition(tx, job_id, ("failed", "cancelled"), values)
+        values = {"retry_count": 0, "run_at": now, "updated_at": now}
+        done = jobs_sql.apply(tx, RETRY, job_id, values)
         if done is None:
             raise errors.InvalidState(
                 f"only failed or cancelled jobs can be retried; this one is {row.status}",
                 ["id"],
-                Job.from_row(row),
+                self._shown(actor, row),
             )
-        return Job.from_row(done)
+        return self._shown(actor, done)
+
+    @staticmethod
+    def _shown(actor: Actor, row: Any) -> Job:
+        return shown(actor, Job.from_row(row))
 
     # -- workers ------------------------------------------------------------------------
 
@@ -185,7 +190,7 @@ class JobService(JobReads):
         if not chosen:
             return []
         rows = await self.db.write(self._claim, actor.name, chosen, lease_seconds, limit)
-        return [Job.from_row(r) for r in rows]
+        return [self._shown(actor, r) for r in rows]
 
     def _check_lease(self, seconds: int | None) -> None:
         if seconds is not None:
@@ -209,11 +214,14 @@ class JobService(JobReads):
         _require(actor, Role.WORKER)
         self._check_lease(lease_seconds)
 
-        def values(row: Any, now: datetime) -> dict[str, Any]:
+        def step(row: Any, now: datetime) -> tuple[Transition, dict[str, Any]]:
             seconds = lease_seconds or self._type(row.type).lease_seconds
-            return {"lease_expires_at": now + timedelta(seconds=seconds), "updated_at": now}
+            return HEARTBEAT, {
+                "lease_expires_at": now + timedelta(seconds=seconds),
+                "updated_at": now,
+            }
 
-        return Job.from_row(await self.db.write(self._settle, actor, job_id, values))
+        return await self.db.write(self._settle, actor, job_id, step)
 
     async def complete(self, actor: Actor, job_id: int, result: Any) -> Job:
         _require(actor, Role.WORKER)
@@ -223,16 +231,10 @@ class JobService(JobReads):
                 result, self.settings.payload_max_bytes, ["result"], "result"
             )
 
-        def values(row: Any, now: datetime) -> dict[str, Any]:
-            return {
-                "status": "completed",
-                "result": text,
-                "lease_expires_at": None,
-                "finished_at": now,
-                "updated_at": now,
-            }
+        def step(_row: Any, now: datetime) -> tuple[Transition, dict[str, Any]]:
+            return COMPLETE, {"result": text, "finished_at": now, "updated_at": now}
 
-        return Job.from_row(await self.db.write(self._settle, actor, job_id, values, by_row=False))
+        return await self.db.write(self._settle, actor, job_id, step, by_row=False)
 
     async def fail(
         self, actor: Actor, job_id: int, error: str, retryable: bool = True
@@ -243,32 +245,24 @@ class JobService(JobReads):
         _require(actor, Role.WORKER)
         text = sanitize_error(error, self.settings.error_max_chars)
 
-        def values(row: Any, now: datetime) -> dict[str, Any]:
+        def step(row: Any, now: datetime) -> tuple[Transition, dict[str, Any]]:
             if retryable and row.retry_count < row.max_retries:
-                return self._retry_values(row, now, text)
-            return {
-                "status": "failed",
-                "error": text,
-                "lease_expires_at": None,
-                "finished_at": now,
-                "updated_at": now,
-            }
+                return FAIL_AND_RETRY, self._retry_later(row, now, text)
+            return FAIL, {"error": text, "finished_at": now, "updated_at": now}
 
-        row = await self.db.write(self._settle, actor, job_id, values)
-        return Job.from_row(row), row.status == PENDING
+        job = await self.db.write(self._settle, actor, job_id, step)
+        return job, job.status is Status.PENDING
 
-    def _retry_values(self, row: Any, now: datetime, error: str) -> dict[str, Any]:
+    def _retry_later(self, row: Any, now: datetime, error: str) -> dict[str, Any]:
+        """The values of a failed attempt that will be retried after a backoff."""
         cfg = self._type(row.type)
         delay = backoff_seconds(
             row.retry_count, cfg.backoff_base_seconds, cfg.backoff_max_seconds, self.rand
         )
         return {
-            "status": PENDING,
             "retry_count": row.retry_count + 1,
             "error": error,
             "run_at": now + timedelta(seconds=delay),
-            "claimed_at": None,
-            "lease_expires_at": None,
             "updated_at": now,
         }
 
@@ -286,27 +280,25 @@ class JobService(JobReads):
         tx: Tx,
         actor: Actor,
         job_id: int,
-        values: Callable[[Any, datetime], dict[str, Any]],
+        step: Callable[[Any, datetime], tuple[Transition, dict[str, Any]]],
         *,
         by_row: bool = True,
-    ) -> Any:
-        """Apply a holder-only transition: only the worker holding a live lease may. When
-        the new values do not depend on the row (`by_row` False, `values` gets None), the
-        compare-and-set, which checks the holder itself, goes first, and the row is read
-        only to explain a refusal: one statement fewer for every complete."""
+    ) -> Job:
+        """Apply a holder-only transition (`step` picks it and its values): only the worker
+        holding a live lease may. When they do not depend on the row (`by_row` False, `step`
+        gets None), the compare-and-set, which checks the holder itself, goes first, and the
+        row is read only to explain a refusal: one statement fewer for every complete."""
         now = self.clock()
         if by_row:
             row = jobs_sql.get(tx, job_id)
             if row is None or not ownership.holds(actor, row, now):
                 raise ownership.refusal(tx, actor, row, job_id)
-            values_now = values(row, now)
+            transition, values = step(row, now)
         else:
-            values_now = values(None, now)
-        done = jobs_sql.transition(
-            tx, job_id, RUNNING, values_now, worker=actor.name, lease_live_at=now
-        )
+            transition, values = step(None, now)
+        done = jobs_sql.apply(tx, transition, job_id, values, worker=actor.name, at=now)
         if done is not None:
-            return done
+            return self._shown(actor, done)
         raise ownership.refusal(tx, actor, jobs_sql.get(tx, job_id), job_id)
 
     # -- leases -------------------------------------------------------------------------
@@ -325,17 +317,13 @@ class JobService(JobReads):
         rescued = 0
         for row in rows:
             if row.retry_count < row.max_retries:
-                values = self._retry_values(row, now, LEASE_EXPIRED)
+                transition = RESCUE_AND_RETRY
+                values = self._retry_later(row, now, LEASE_EXPIRED)
             else:
-                values = {
-                    "status": "failed",
-                    "error": LEASE_EXPIRED,
-                    "lease_expires_at": None,
-                    "finished_at": now,
-                    "updated_at": now,
-                }
+                transition = RESCUE_AND_FAIL
+                values = {"error": LEASE_EXPIRED, "finished_at": now, "updated_at": now}
             # The rows are locked (PostgreSQL) or the write lock is held (SQLite): the
             # compare-and-set cannot miss, but a rescue is counted only when it happened.
-            if jobs_sql.transition(tx, row.id, RUNNING, values, worker=row.worker_id):
+            if jobs_sql.apply(tx, transition, row.id, values, at=now):
                 rescued += 1
         return rescued

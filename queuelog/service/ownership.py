@@ -5,13 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from queuelog.lifecycle import RUNNING, lost_by_rescue
 from queuelog.service import errors
-from queuelog.service.models import Actor, Job, Role, Status
+from queuelog.service.models import Actor, Job, Role
+from queuelog.service.visibility import may_see, shown
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.tx import Tx
-
-PENDING, RUNNING, FAILED = Status.PENDING.value, Status.RUNNING.value, Status.FAILED.value
-LEASE_EXPIRED = "lease expired"
 
 
 def holds(actor: Actor, row: Any, now: datetime) -> bool:
@@ -36,13 +35,13 @@ def refusal(tx: Tx, actor: Actor, row: Any, job_id: int) -> errors.DomainError:
         if mine:
             return errors.NotJobOwner("your lease on this job has expired", ["id"])
         return errors.NotJobOwner("the job is held by another worker", ["id"])
-    if mine and (row.status == PENDING or (row.status == FAILED and row.error == LEASE_EXPIRED)):
+    if mine and lost_by_rescue(row.status, row.claimed_at):
         return errors.NotJobOwner(
             "your lease on this job expired and the job was given back to the queue", ["id"]
         )
-    if actor.may_see(row.producer, row.worker_id):
+    if may_see(actor, row.producer, row.worker_id):
         return errors.InvalidState(
-            f"the job is {row.status}, not running", ["id"], Job.from_row(row)
+            f"the job is {row.status}, not running", ["id"], shown(actor, Job.from_row(row))
         )
     if actor.role is Role.WORKER and jobs_sql.held_before(tx, job_id, actor.name):
         return errors.NotJobOwner("your lease on this job expired; another worker took it", ["id"])

@@ -4,10 +4,10 @@ as the caller may see it."""
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from queuelog.service import errors, validation
-from queuelog.service.models import Actor, Job, JobEvent, Page, Role, Status
+from queuelog.service.models import Actor, Job, JobEvent, Page, Status
+from queuelog.service.visibility import may_see, scope, shown
 from queuelog.singleflight import SingleFlight
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
@@ -15,17 +15,6 @@ from queuelog.storage.db import Database
 
 PAGE_MAX = 100
 EVENTS_MAX = 1_000
-
-
-def visible(actor: Actor, row: Any) -> bool:
-    return actor.may_see(row.producer, row.worker_id)
-
-
-def _scope(actor: Actor) -> dict[str, str | None]:
-    return {
-        "producer": actor.name if actor.role is Role.PRODUCER else None,
-        "worker": actor.name if actor.role is Role.WORKER else None,
-    }
 
 
 def _matchable(job_type: str | None) -> bool:
@@ -58,20 +47,25 @@ class SharedReads:
 
 
 class JobReads:
-    """The reads `JobService` inherits: scoped by the visibility rule, never writing."""
+    """The reads `JobService` inherits: scoped and shown by `service.visibility`, never
+    writing."""
 
     db: Database
     shared: SharedReads
 
     async def get(self, actor: Actor, job_id: int) -> Job | None:
         row = await self.db.read(jobs_sql.get, job_id)
-        return Job.from_row(row) if row is not None and visible(actor, row) else None
+        if row is None or not may_see(actor, row.producer, row.worker_id):
+            return None
+        return shown(actor, Job.from_row(row))
 
     async def get_since(self, actor: Actor, job_id: int, event_id: int) -> Job | None:
         """`get` for showing the job with its event `event_id`: at least as new as that
         event, and read once for every caller that asks meanwhile (`SharedReads`)."""
         job = await self.shared.get(job_id, event_id)
-        return job if job is not None and visible(actor, job) else None
+        if job is None or not may_see(actor, job.producer, job.worker_id):
+            return None
+        return shown(actor, job)
 
     async def page(
         self,
@@ -95,19 +89,19 @@ class JobReads:
             return Page([], False, 0 if total else None)
         rows, more, count = await self.db.read(
             jobs_sql.page,
-            **_scope(actor),
+            scope=scope(actor),
             status=None if status is None else status.value,
             job_type=job_type,
             first=first,
             before_id=before_id,
             count=total,
         )
-        return Page([Job.from_row(r) for r in rows], more, count)
+        return Page([shown(actor, Job.from_row(r)) for r in rows], more, count)
 
     async def counts(self, actor: Actor, job_type: str | None) -> dict[str, int]:
         if not _matchable(job_type):
             return {s.value: 0 for s in Status}
-        return await self.db.read(jobs_sql.counts, **_scope(actor), job_type=job_type)
+        return await self.db.read(jobs_sql.counts, scope=scope(actor), job_type=job_type)
 
     async def history(self, job_id: int, first: int) -> list[JobEvent]:
         """A job's events, oldest first (the caller has already been shown the job)."""

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from queuelog.config import JobTypeConfig
+from queuelog.lifecycle import ENQUEUE
 from queuelog.service import errors
 from queuelog.service.models import Actor, EnqueueRequest, Role
 
@@ -108,7 +109,8 @@ def enqueue(
     horizon: timedelta,
     prefix: Sequence[str],
 ) -> dict[str, Any]:
-    """The `jobs` row for an enqueue request, or the DomainError that refuses it."""
+    """The `jobs` row for an enqueue request (the columns of `ENQUEUE`; without an
+    idempotency key, none of its columns), or the DomainError that refuses it."""
     if req.type not in configured or not actor.may_use_type(req.type):
         job_type(actor, req.type, configured, [*prefix, "type"])  # raises the precise error
     payload = {} if req.payload is None else req.payload
@@ -129,20 +131,22 @@ def enqueue(
     if key is not None:
         idempotency_key(key, [*prefix, "idempotencyKey"])
     when = run_at(req, now, horizon, prefix)
-    return {
+    row = {
         "type": req.type,
         "payload": text,
         "priority": int(req.priority),
-        "status": "pending",
+        "status": ENQUEUE.target.value,
         "retry_count": 0,
         "max_retries": req.max_retries,
-        "idempotency_key": key,
-        "request_hash": None if key is None else request_hash(req),
         "producer": actor.name,
         "run_at": when,
         "created_at": now,
         "updated_at": now,
     }
+    if key is not None:  # left out, they are NULL
+        row["idempotency_key"] = key
+        row["request_hash"] = request_hash(req)
+    return row
 
 
 def bounded(value: int, low: int, high: int, name: str, field: Sequence[str]) -> int:

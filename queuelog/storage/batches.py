@@ -11,6 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from queuelog.storage.dialects import Dialect
 from queuelog.storage.tx import Tx
 
 
@@ -63,23 +64,10 @@ def run_calls(tx: Tx, calls: list[Call]) -> list[Any]:
     return results
 
 
-def lost(conn: sa.Connection, dialect: str) -> bool:
-    """Whether `conn`, a PostgreSQL connection, is gone."""
-    if dialect != "postgresql":
-        return False
-    if conn.invalidated:
-        return True
-    try:
-        raw: Any = conn.connection.driver_connection
-    except sa.exc.SQLAlchemyError:
-        return True
-    return bool(raw.broken or raw.closed)
-
-
-def invalidate_if_lost(conn: sa.Connection, dialect: str) -> bool:
+def invalidate_if_lost(conn: sa.Connection, dialect: Dialect) -> bool:
     """Have the pool drop `conn` if it is gone (else it would try to roll it back, and log
     that failing); whether it was."""
-    if not lost(conn, dialect):
+    if not dialect.connection_gone(conn):
         return False
     with contextlib.suppress(Exception):
         conn.invalidate()

@@ -2,11 +2,11 @@
 
 SQLite copies the write-ahead log back into the database file (a checkpoint) in the commit
 that takes the log past `wal_autocheckpoint` pages, 1,000 by default: that commit then
-writes those pages where they belong and syncs the file. In a table of 1M jobs the pages a
-thousand claims touch lie all over the file, and that commit took ~4 ms against 0.35 ms for
-a claim, every write queued behind it waiting (a claim's p99 at 1M pending jobs: 4 ms; at
-1k: 1.2 ms). So the writer's connection checkpoints only once the log is far longer
-(WRITER_AUTOCHECKPOINT, the safety net should this thread fall behind), and this thread, on
+writes those pages where they belong and syncs the file. In a large table the pages a
+thousand claims touch lie all over the file, and that commit takes many times a claim,
+every write queued behind it waiting. So the writer's connection checkpoints only once the
+log is far longer (WRITER_AUTOCHECKPOINT, the safety net should this thread fall behind),
+and this thread, on
 a connection of its own, runs PASSIVE checkpoints (they wait for no reader and no writer)
 every CHECKPOINT_EVERY seconds while there are commits. Under a steady stream of commits
 the log is never all copied back at the moment a transaction begins, which is when SQLite

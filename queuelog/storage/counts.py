@@ -1,7 +1,7 @@
 """`job_counts`: how many jobs there are of each type, producer and status.
 
-Counting the jobs table costs a scan of every matching row (60-350 ms at 1M jobs); these
-counters answer the same in a few rows. They change in the transaction that changes the
+Counting the jobs table costs a scan of every matching row; these counters answer the same
+in a few rows. They change in the transaction that changes the
 jobs, so every snapshot sees them agree: each status change appends an event, and the
 statement that appends a transaction's events also applies their deltas (on PostgreSQL
 under the event-order lock, so the counter rows are only ever locked in one order; on
@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import orjson
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from queuelog.storage.tables import job_counts
 from queuelog.storage.tx import EventRow, Tx
@@ -38,17 +36,12 @@ def deltas(events: Iterable[EventRow]) -> list[Delta]:
     return [(*key, n) for key, n in sorted(change.items()) if n]
 
 
-def deltas_json(changes: Sequence[Delta]) -> str:
-    return orjson.dumps(changes).decode()
-
-
 def add(tx: Tx, changes: Sequence[Delta]) -> None:
     """Apply `changes` with one statement (prunes; the writes' own deltas go in with their
-    events, in `storage.driver`)."""
+    events, in the dialect's statement)."""
     if not changes:
         return
-    insert = (postgresql.insert if tx.dialect == "postgresql" else sqlite.insert)(job_counts)
-    stmt = insert.values(
+    stmt = tx.dialect.insert(job_counts).values(
         [{"job_type": t, "producer": p, "status": s, "n": n} for t, p, s, n in changes]
     )
     stmt = stmt.on_conflict_do_update(

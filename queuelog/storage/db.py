@@ -1,7 +1,7 @@
 """The one way to run a transaction: a whole unit of sync Core work in a thread.
 
-The async engine over aiosqlite costs 8-10 thread round trips per transaction; running the
-whole transaction as one synchronous function in a worker thread costs one. On SQLite every
+An async engine hops between threads for every statement; running the whole transaction
+as one synchronous function in a worker thread hops once. On SQLite every
 write goes through a single connection on a single thread (one writer never fights itself
 for the lock); reads use a small pool of WAL readers. On PostgreSQL a primary writer thread
 and a helper that steps in behind long transactions (PG_WRITERS) keep a connection each,
@@ -37,6 +37,8 @@ from queuelog.storage.batches import (
     settle,
 )
 from queuelog.storage.checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
+from queuelog.storage.dialects import KEYS_CHANNEL as KEYS_CHANNEL  # where callers look
+from queuelog.storage.dialects import for_backend
 from queuelog.storage.engines import PostgresEngine, normalize_url, sqlite_engine
 from queuelog.storage.tx import Tx
 
@@ -44,17 +46,13 @@ T = TypeVar("T")
 R = TypeVar("R")
 P = ParamSpec("P")
 
-KEYS_CHANNEL = "queuelog_keys"  # a key was revoked: replicas drop their cached keys
 GROUP_COMMIT_MAX = 64  # writes that may share one transaction
 # PostgreSQL writer threads: a primary that drains every queued write, and helpers that
 # take a batch of their own only once the primary's transaction has run HELPER_AFTER
 # seconds. Writes that queue up meanwhile share the primary's next transaction, their
 # inserts one statement: fewer, bigger transactions cost less CPU per write here and in
-# PostgreSQL. (A second writer taking whatever was queued at once split single enqueues
-# into twice the transactions: -10 % enqueueJob/s over HTTP.) A long transaction (hundreds
-# of rows, or one waiting on a row lock) does not hold up the writes queued behind it: a
-# helper runs them alongside. With 8 threads each write mostly ran alone and the
-# transactions queued on the event-order lock.
+# PostgreSQL. A long transaction (hundreds of rows, or one waiting on a row lock) does not
+# hold up the writes queued behind it: a helper runs them alongside.
 PG_WRITERS = 2
 HELPER_AFTER = 0.004
 
@@ -69,7 +67,9 @@ class Database:
         pool_size: int = 8,
     ) -> None:
         self.url = normalize_url(url)
-        self.dialect = "sqlite" if self.url.get_backend_name() == "sqlite" else "postgresql"
+        # What differs between the backends, chosen here once; `dialect` is its name.
+        self.sql = for_backend(self.url.get_backend_name())
+        self.dialect = self.sql.name
         self._commit_listeners: list[Callable[[], None]] = []
         self._queue: collections.deque[Queued] = collections.deque()
         self._held = threading.local()  # each writer's connection: see `_connection`
@@ -94,13 +94,14 @@ class Database:
             writers = PG_WRITERS
         self._read_pool = ThreadPoolExecutor(pool_size, thread_name_prefix="queuelog-reader")
         # Writer threads sleep on a queue of wake-ups, which a write adds to only while none
-        # is pending. (An executor task per write cost a concurrent Future, a queue hop and
-        # a thread wake-up per write; almost every one of those wake-ups found the queue
-        # drained. threading.Event's Python-level Condition cost a one-at-a-time caller more.)
+        # is pending (a wake-up per write would mostly find the queue drained).
         self._wakeups: queue.SimpleQueue[None] = queue.SimpleQueue()
-        self._wakeup_pending = False
         # The helpers' own wake-ups: a write queued while the primary is in a transaction.
         self._helper_wakeups: queue.SimpleQueue[None] = queue.SimpleQueue()
+        # The queue's state shared by the event loops that submit and the writer threads,
+        # read and changed only under `_lock`.
+        self._lock = threading.Lock()
+        self._wakeup_pending = False
         self._helper_pending = False
         self._busy_since: float | None = None  # when the primary's transaction started
         self._helpers = writers - 1
@@ -132,7 +133,7 @@ class Database:
     def read_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
         def read(retry: bool) -> T:
             with self.reader.begin() as conn:
-                tx = Tx(conn, self.dialect)
+                tx = Tx(conn, self.sql)
                 with batches.marking_lost(tx, retry):
                     return fn(tx, *a, **k)
 
@@ -170,14 +171,18 @@ class Database:
     def _submit(self, queued: Queued) -> None:
         if self._closed.is_set():
             raise RuntimeError("the database is closed")
-        self._queue.append(queued)
-        # A writer clears the flag before it drains: while it is still set, a writer has
-        # yet to look at the queue and will see this write.
-        if not self._wakeup_pending:
+        with self._lock:
+            self._queue.append(queued)
+            # A writer clears the flag before it drains: while it is still set, a writer
+            # has yet to look at the queue and will see this write.
+            wake = not self._wakeup_pending
             self._wakeup_pending = True
+            helper = self._busy_since is not None and not self._helper_pending and self._helpers
+            if helper:
+                self._helper_pending = True
+        if wake:
             self._wakeups.put(None)
-        if self._busy_since is not None and not self._helper_pending and self._helpers:
-            self._helper_pending = True
+        if helper:
             self._helper_wakeups.put(None)
 
     def _writer(self, loop: Callable[[], None]) -> None:
@@ -193,13 +198,16 @@ class Database:
             self._wakeups.get()
             if self._closed.is_set() and not self._queue:
                 return
-            self._wakeup_pending = False
+            with self._lock:
+                self._wakeup_pending = False
             while self._queue:
-                self._busy_since = time.monotonic()
+                with self._lock:
+                    self._busy_since = time.monotonic()
                 try:
                     self._drain()
                 finally:
-                    self._busy_since = None
+                    with self._lock:
+                        self._busy_since = None
 
     def _helper_loop(self) -> None:
         """A helper writer: runs queued writes only while the primary's transaction has
@@ -208,9 +216,11 @@ class Database:
             self._helper_wakeups.get()
             if self._closed.is_set():
                 return
-            self._helper_pending = False
+            with self._lock:
+                self._helper_pending = False
             while self._queue:
-                since = self._busy_since
+                with self._lock:
+                    since = self._busy_since
                 if since is None:
                     break  # the primary is between transactions: it takes the queue
                 wait = since + HELPER_AFTER - time.monotonic()
@@ -225,8 +235,8 @@ class Database:
         each runs again alone, so one write's failure never undoes another's."""
         batch: list[Queued] = []
         queued = self._queue
-        with contextlib.suppress(IndexError):  # another writer took the last meanwhile
-            while queued and len(batch) < GROUP_COMMIT_MAX:  # (an IndexError per drain cost)
+        with self._lock:
+            while queued and len(batch) < GROUP_COMMIT_MAX:
                 batch.append(queued.popleft())
         if not batch:
             return
@@ -251,8 +261,8 @@ class Database:
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:
         """A transaction on the calling writer's connection, begun and committed on the
-        driver's connection: SQLAlchemy's own begin and commit cost ~7 % of a one-job
-        write's instructions. (The hot statements go to the driver too, `storage.driver`.) A Core
+        driver's connection, without SQLAlchemy's own begin and commit around it (the hot
+        statements go to the driver too, `storage.driver`). A Core
         statement in it makes SQLAlchemy begin its transaction on the same one (SQLite's
         begin listener sees one open and issues no second BEGIN; psycopg's BEGIN is
         implicit); SQLAlchemy then commits it. If it raises, the connection goes back to
@@ -261,23 +271,22 @@ class Database:
         conn = self._connection()
         try:
             driver_conn: Any = conn.connection.driver_connection
-            if self.dialect == "sqlite":
-                driver_conn.execute("BEGIN IMMEDIATE")
+            self.sql.begin_write(driver_conn)
             yield conn
             if conn.in_transaction():
                 conn.commit()
             else:  # as SQLAlchemy commits (through its dialect), without its wrapping
                 self.writer.dialect.do_commit(driver_conn)
         except BaseException:
-            batches.invalidate_if_lost(conn, self.dialect)
+            batches.invalidate_if_lost(conn, self.sql)
             self._release()
             raise
         self._held.used = time.monotonic()
 
     def _connection(self) -> Connection:
         """The calling writer's connection, kept from one transaction to the next (a pool
-        checkout and return per transaction cost ~40 us here: a quarter of a one-job
-        transaction's CPU on PostgreSQL). A PostgreSQL one is checked first when the pool
+        checkout and return per transaction is a large share of a one-job transaction's
+        CPU). A PostgreSQL one is checked first when the pool
         would check it: idle for PING_IDLE_SECONDS, or kept while one was found dead."""
         held = self._held
         conn: Connection | None = getattr(held, "conn", None)
@@ -307,7 +316,7 @@ class Database:
         committing = False
         try:
             with self._transaction() as conn:
-                tx = Tx(conn, self.dialect)
+                tx = Tx(conn, self.sql)
                 with batches.marking_lost(tx, retry):
                     results = run_calls(tx, calls)
                     if tx.events:

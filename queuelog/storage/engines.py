@@ -8,6 +8,7 @@ asks the server how a transaction whose COMMIT raised ended.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from typing import Any
 
@@ -85,9 +86,9 @@ def sqlite_engine(
 class PostgresEngine:
     """A PostgreSQL engine whose pool checks a connection before use only if it sat idle
     for PING_IDLE_SECONDS, or was pooled when a connection was found dead (`lost`).
-    (pool_pre_ping checks at every checkout: a round trip and ~10 % of a writer's CPU per
-    transaction under load.) A connection that dies while in use fails its statement: the
-    caller runs it again (`Database`) on a checked one.
+    (pool_pre_ping checks at every checkout: a round trip per transaction.) A connection
+    that dies while in use fails its statement: the caller runs it again (`Database`) on a
+    checked one.
 
     `custom_plans`: PostgreSQL plans every statement for its parameters and the tables'
     size at the time. (psycopg prepares a statement it runs often, and PostgreSQL may then
@@ -104,13 +105,15 @@ class PostgresEngine:
         self.engine = sa.create_engine(
             url, pool_size=pool_size, max_overflow=0, connect_args=connect_args
         )
+        self._lock = threading.Lock()  # `lost_at` is set by writers, read by every thread
         self.lost_at = 0.0
         event.listen(self.engine, "checkin", self._on_checkin)
         event.listen(self.engine, "checkout", self._on_checkout)
 
     def lost(self) -> None:
         """A connection was found dead: check every one pooled before now."""
-        self.lost_at = time.monotonic()
+        with self._lock:
+            self.lost_at = time.monotonic()
 
     @staticmethod
     def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
@@ -118,7 +121,9 @@ class PostgresEngine:
 
     def fresh(self, since: float) -> bool:
         """Whether a connection last used at `since` may be used without a check."""
-        return time.monotonic() - since < PING_IDLE_SECONDS and since > self.lost_at
+        with self._lock:
+            lost_at = self.lost_at
+        return time.monotonic() - since < PING_IDLE_SECONDS and since > lost_at
 
     def ping(self, dbapi_conn: Any) -> None:
         """Check a connection: DisconnectionError if it is dead."""

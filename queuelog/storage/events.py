@@ -8,6 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
 
+from queuelog.storage.scope import EVERYTHING, Scope
 from queuelog.storage.tables import job_events, queuelog_meta
 from queuelog.storage.tx import Tx
 
@@ -29,11 +30,10 @@ def after(
     job_id: int | None = None,
     job_type: str | None = None,
     statuses: Sequence[str] | None = None,
-    producer: str | None = None,
-    worker: str | None = None,
+    scope: Scope = EVERYTHING,
     upto: int | None = None,
 ) -> list[Row[Any]]:
-    """Events with id > cursor (and <= upto), oldest first, filtered."""
+    """Events in `scope` with id > cursor (and <= upto), oldest first, filtered."""
     cond: list[sa.ColumnElement[bool]] = [E.id > cursor]
     if upto is not None:
         cond.append(E.id <= upto)
@@ -43,10 +43,7 @@ def after(
         cond.append(E.job_type == job_type)
     if statuses:
         cond.append(E.status.in_(statuses))
-    if producer is not None:
-        cond.append(E.producer == producer)
-    if worker is not None:
-        cond.append(E.worker_id == worker)
+    cond += scope.where(job_events)
     stmt = sa.select(*E).where(*cond).order_by(E.id).limit(limit)
     return list(tx.conn.execute(stmt).all())
 
@@ -72,8 +69,7 @@ def note_pruned(tx: Tx, job_ids: Sequence[int]) -> None:
 
     `max(id + 0)`, not `max(id)`: PostgreSQL turns `max(id)` into a backward walk of the
     primary key until an event of one of these jobs turns up, and pruned jobs are the
-    oldest, so it walked nearly every event (89 ms a batch at 1.8M events). Their events
-    are found by ix_job_events_job instead."""
+    oldest, so it walked nearly every event. Their events are found by ix_job_events_job instead."""
     newest = sa.func.max(E.id + 0)
     top = tx.conn.execute(sa.select(newest).where(E.job_id.in_(job_ids))).scalar()
     if top is not None:

@@ -1,7 +1,8 @@
-"""Every operation on `jobs`. Each transition is a compare-and-set on the expected status.
+"""Every operation on `jobs`. Each transition of `queuelog.lifecycle` is applied as one
+compare-and-set on its source statuses (`apply`) and records its event.
 
-The hot statements' SQL (insert, get, claim, update, rescue scan) is in `storage.driver`;
-the rest is SQLAlchemy Core here.
+The hot statements (insert, get, claim, compare-and-set, rescue scan) go through
+`storage.driver`; the rest is SQLAlchemy Core here.
 """
 
 from __future__ import annotations
@@ -12,48 +13,49 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
 
-from queuelog.storage import claims, driver
+from queuelog.lifecycle import CLAIM, RUNNING, Status, Transition
 from queuelog.storage import counts as counts_sql
+from queuelog.storage import driver
 from queuelog.storage import events as events_sql
 from queuelog.storage.driver import JobRow
 from queuelog.storage.driver import expired_leases as expired_leases  # as it is
 from queuelog.storage.driver import get as get  # as it is: no event to record
-from queuelog.storage.tables import PENDING, RUNNING, job_counts, job_events, jobs
+from queuelog.storage.scope import Scope
+from queuelog.storage.tables import job_counts, job_events, jobs
 from queuelog.storage.tx import Tx
 
 J = jobs.c
 ALL = tuple(J)
-STATUSES = ("pending", "running", "completed", "failed", "cancelled")
-
-_IDEMPOTENT_INSERT = {
-    "sqlite": sqlite.insert(jobs)
-    .on_conflict_do_nothing(index_elements=[J.producer, J.idempotency_key])
-    .returning(*ALL),
-    "postgresql": postgresql.insert(jobs)
-    .on_conflict_do_nothing(index_elements=[J.producer, J.idempotency_key])
-    .returning(*ALL),
-}
 _BY_KEY = sa.select(*ALL).where(
     J.producer == sa.bindparam("producer"), J.idempotency_key == sa.bindparam("key")
 )
 
 
+def _idempotent_insert(tx: Tx) -> Any:
+    return tx.dialect.kept(
+        "insert_idempotent",
+        lambda insert: (
+            insert(jobs)
+            .on_conflict_do_nothing(index_elements=[J.producer, J.idempotency_key])
+            .returning(*ALL)
+        ),
+    )
+
+
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
     """Insert jobs (none with an idempotency key), in order, recording their creation."""
-    if tx.dialect == "postgresql":  # the creation events go in with the same statement
-        return driver.insert_with_events(tx, values)
     rows = driver.insert(tx, values)
-    for row in rows:
-        tx.record(row, None)
+    if not tx.dialect.inserts_events_with_jobs:
+        for row in rows:
+            tx.record(row, None)
     return rows
 
 
 def insert_idempotent(tx: Tx, values: Mapping[str, Any]) -> tuple[Row[Any], bool]:
     """Insert a job with an idempotency key, or return the producer's job that holds it."""
-    row = tx.conn.execute(_IDEMPOTENT_INSERT[tx.dialect], values).first()
+    row = tx.conn.execute(_idempotent_insert(tx), values).first()
     if row is not None:
         tx.record(row, None)
         return row, True
@@ -72,8 +74,7 @@ def insert_idempotent_many(
     producer = values[0]["producer"]
     assert all(v["producer"] == producer for v in values)
     created = {
-        r.idempotency_key: r
-        for r in tx.conn.execute(_IDEMPOTENT_INSERT[tx.dialect], list(values)).all()
+        r.idempotency_key: r for r in tx.conn.execute(_idempotent_insert(tx), list(values)).all()
     }
     taken = [v["idempotency_key"] for v in values if v["idempotency_key"] not in created]
     existing = {}
@@ -106,35 +107,38 @@ def claim(
     lease_until: Mapping[str, datetime],
 ) -> list[JobRow]:
     """Claim up to `limit` claimable jobs of `types` in one statement, most urgent first."""
-    rows = claims.claim(
+    rows = driver.claim(
         tx, worker=worker, now=now, types=types, limit=limit, lease_until=lease_until
     )
+    (previous,) = CLAIM.source_values
     for row in rows:
-        tx.record(row, PENDING)
+        tx.record(row, previous)
     return rows
 
 
-def transition(
+def apply(
     tx: Tx,
+    transition: Transition,
     job_id: int,
-    expected: str | Sequence[str],
     values: Mapping[str, Any],
     *,
     worker: str | None = None,
-    lease_live_at: datetime | None = None,
+    at: datetime | None = None,
 ) -> JobRow | None:
-    """Compare-and-set: apply `values` only if the job is still in `expected` (and held by
-    `worker` with a lease live at `lease_live_at`). Returns the changed row, or None."""
-    if isinstance(expected, str):
-        previous = expected
+    """Apply `transition` to the job if it is in one of the transition's source statuses
+    (and passes its guard: `worker`'s lease live at `at`, or a lease expired before `at`),
+    recording its event. Returns the changed row, or None when the job was not there to
+    change."""
+    sources = transition.source_values
+    if len(sources) == 1:
+        previous: str | None = sources[0]
     else:
-        # Several statuses allowed: read the one we replace under the write lock.
-        found = driver.status_for_update(tx, job_id, expected)
-        if found is None:
+        # Several statuses allowed: read the one we replace, locked until the end.
+        previous = driver.locked_status(tx, transition, job_id)
+        if previous is None:
             return None
-        previous = found
-    row = driver.update(tx, job_id, previous, values, worker=worker, lease_live_at=lease_live_at)
-    if row is not None and row.status != previous:
+    row = driver.apply(tx, transition, job_id, values, worker=worker, at=at)
+    if row is not None and transition.records_event:
         tx.record(row, previous)
     return row
 
@@ -150,38 +154,28 @@ def held_before(tx: Tx, job_id: int, worker: str) -> bool:
     return tx.conn.execute(stmt).first() is not None
 
 
-def _visible(producer: str | None, worker: str | None) -> list[sa.ColumnElement[bool]]:
-    cond: list[sa.ColumnElement[bool]] = []
-    if producer is not None:
-        cond.append(J.producer == producer)
-    if worker is not None:
-        cond.append(J.worker_id == worker)
-    return cond
-
-
 def page(
     tx: Tx,
     *,
-    producer: str | None,
-    worker: str | None,
+    scope: Scope,
     status: str | None,
     job_type: str | None,
     first: int,
     before_id: int | None,
     count: bool = True,
 ) -> tuple[list[Row[Any]], bool, int | None]:
-    """Newest first: up to `first` jobs with id below `before_id`, whether more follow, and
-    (if `count`; else None) the total that match the filter: from the job counts, except
-    for a worker's view, where it counts every matching row (far more than the page at a
-    deep backlog)."""
-    cond = _visible(producer, worker)
+    """Newest first: up to `first` jobs in `scope` with id below `before_id`, whether more
+    follow, and (if `count`; else None) the total that match the filter: from the job
+    counts, except for a worker's scope, where it counts every matching row (far more than
+    the page at a deep backlog)."""
+    cond = scope.where(jobs)
     if status is not None:
         cond.append(J.status == status)
     if job_type is not None:
         cond.append(J.type == job_type)
     total = None
-    if count and worker is None:  # from the counters, whatever the table holds
-        total = counts_sql.total(tx, producer=producer, job_type=job_type, status=status)
+    if count and scope.worker is None:  # from the counters, whatever the table holds
+        total = counts_sql.total(tx, producer=scope.producer, job_type=job_type, status=status)
     elif count:
         stmt = sa.select(sa.func.count()).select_from(jobs).where(*cond)
         total = tx.conn.execute(stmt).scalar_one()
@@ -193,26 +187,24 @@ def page(
     return rows[:first], len(rows) > first, total
 
 
-def counts(
-    tx: Tx, *, producer: str | None, worker: str | None, job_type: str | None
-) -> dict[str, int]:
-    if worker is None:  # from the counters, whatever the table holds
-        found = counts_sql.by_status(tx, producer=producer, job_type=job_type)
+def counts(tx: Tx, *, scope: Scope, job_type: str | None) -> dict[str, int]:
+    """How many jobs in `scope` there are of each status."""
+    if scope.worker is None:  # from the counters, whatever the table holds
+        found = counts_sql.by_status(tx, producer=scope.producer, job_type=job_type)
     else:
-        cond = _visible(producer, worker)
+        cond = scope.where(jobs)
         if job_type is not None:
             cond.append(J.type == job_type)
         stmt = sa.select(J.status, sa.func.count()).where(*cond).group_by(J.status)
         found = {status: int(n) for status, n in tx.conn.execute(stmt).all()}
-    return {s: found.get(s, 0) for s in STATUSES}
+    return {s.value: found.get(s.value, 0) for s in Status}
 
 
 def recount(tx: Tx) -> int:
     """Set every job count from the jobs table (after jobs changed without counting: a
     replica of an earlier version, or SQL by hand); how many jobs there are. On PostgreSQL
     under the event-order lock, which every counting write takes, so none is lost."""
-    if tx.dialect == "postgresql":
-        tx.conn.execute(sa.text(f"SELECT pg_advisory_xact_lock({driver.EVENT_LOCK_KEY})"))
+    tx.dialect.lock_event_order(tx.conn)
     tx.conn.execute(job_counts.delete())
     by_key = sa.select(J.type, J.producer, J.status, sa.func.count()).group_by(
         J.type, J.producer, J.status
@@ -223,16 +215,12 @@ def recount(tx: Tx) -> int:
     return sum(counts_sql.by_status(tx, producer=None, job_type=None).values())
 
 
-_CUSTOM_PLANS = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")
-
-
 def prune(tx: Tx, status: str, finished_before: datetime, limit: int) -> int:
     """Delete up to `limit` jobs of `status` finished before `finished_before`, with their
     events; returns how many. PostgreSQL plans these statements for the tables as they are
     (a generic plan made while the tables were small deletes events by a scan of them all;
     a batch is rare enough to pay for its planning)."""
-    if tx.dialect == "postgresql":
-        tx.conn.execute(_CUSTOM_PLANS)
+    tx.dialect.plan_for_size(tx.conn)
     ids = list(
         tx.conn.execute(
             sa.select(J.id)

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
 
-from queuelog.storage.db import KEYS_CHANNEL
+from queuelog.storage.dialects import KEYS_CHANNEL
 from queuelog.storage.tables import api_keys
 from queuelog.storage.tx import Tx
 
@@ -42,9 +42,6 @@ def revoke(tx: Tx, name: str, now: datetime) -> bool:
     result = tx.conn.execute(
         api_keys.update().where(K.name == name, K.revoked_at.is_(None)).values(revoked_at=now)
     )
-    if result.rowcount and tx.dialect == "postgresql":
-        tx.conn.execute(_NOTIFY_KEYS)
+    if result.rowcount:
+        tx.dialect.notify(tx.conn, KEYS_CHANNEL)
     return bool(result.rowcount)
-
-
-_NOTIFY_KEYS = sa.text(f"NOTIFY {KEYS_CHANNEL}")

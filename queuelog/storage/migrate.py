@@ -16,8 +16,6 @@ def migrate(db: Database, revision: str = "head") -> None:
     cfg = Config()
     cfg.set_main_option("script_location", str(SCRIPTS))
     with db.writer.begin() as conn:
-        if db.dialect == "postgresql":
-            # Several replicas may start at once: one migrates, the others wait.
-            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7170001)")
+        db.sql.lock_migrations(conn)  # replicas starting at once: one migrates, others wait
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)

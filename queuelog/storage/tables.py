@@ -8,17 +8,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
+from queuelog.lifecycle import PENDING, RUNNING
+
 metadata = sa.MetaData()
 
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
-PENDING, RUNNING, COMPLETED, FAILED, CANCELLED = (
-    "pending",
-    "running",
-    "completed",
-    "failed",
-    "cancelled",
-)
+# The partial indexes name the statuses they cover, from the one enum.
+_PENDING = sa.text(f"status = '{PENDING}'")
+_RUNNING = sa.text(f"status = '{RUNNING}'")
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -66,21 +64,21 @@ jobs = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.Column("finished_at", UTCDateTime),
     sa.UniqueConstraint("producer", "idempotency_key", name="uq_jobs_producer_idempotency_key"),
-    # A claim reads one range of it per type it asks for (storage.claims.claim).
+    # A claim reads one range of it per type it asks for (storage.driver.claim).
     sa.Index(
         "ix_jobs_claim",
         "type",
         sa.text("priority DESC"),
         "run_at",
         "id",
-        sqlite_where=sa.text("status = 'pending'"),
-        postgresql_where=sa.text("status = 'pending'"),
+        sqlite_where=_PENDING,
+        postgresql_where=_PENDING,
     ),
     sa.Index(
         "ix_jobs_lease",
         "lease_expires_at",
-        sqlite_where=sa.text("status = 'running'"),
-        postgresql_where=sa.text("status = 'running'"),
+        sqlite_where=_RUNNING,
+        postgresql_where=_RUNNING,
     ),
     # No other index may find pending jobs on PostgreSQL: with no statistics, or stale ones
     # from an empty queue, its planner costs them all alike and may read this one and sort
@@ -89,7 +87,7 @@ jobs = sa.Table(
         "ix_jobs_status_type",
         "status",
         "type",
-        postgresql_where=sa.text("status <> 'pending'"),
+        postgresql_where=sa.text(f"status <> '{PENDING}'"),
     ),
     sa.Index("ix_jobs_producer", "producer", "id"),
     # Pending jobs have no entry in these two: every query of them compares the column.

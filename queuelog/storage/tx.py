@@ -4,9 +4,13 @@ will append when its work is done."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy.engine import Connection
+
+if TYPE_CHECKING:
+    from queuelog.storage.dialects import Dialect
 
 
 class EventRow(NamedTuple):
@@ -23,15 +27,26 @@ class EventRow(NamedTuple):
 
 @dataclass(slots=True)
 class Tx:
-    """One transaction: its connection and the job events it will append at the end."""
+    """One transaction: its connection, its backend's dialect, and the job events it will
+    append at the end. Used by one thread at a time."""
 
     conn: Connection
-    dialect: str
+    dialect: Dialect
     events: list[EventRow] = field(default_factory=list)
-    cursor: Any = None  # the driver's cursor, once `storage.driver` has asked for it
+    cursor: Any = None  # the driver's cursor, once `driver_cursor` has been asked for it
     xid: str | None = None  # PostgreSQL: the transaction's id, once it appends events
     appended: bool = False  # events went in with the statement that made them (PostgreSQL)
     done: set[str] = field(default_factory=set)  # see `first`
+    # The last time bound and the last one read (SQLite): a row's times are often one instant.
+    bound_time: tuple[datetime | None, str] = (None, "")
+    read_time: tuple[str, datetime] = ("", datetime.min)
+
+    def driver_cursor(self) -> Any:
+        """The driver's cursor for this transaction (the same connection Core uses)."""
+        if self.cursor is None:
+            driver_connection: Any = self.conn.connection.driver_connection
+            self.cursor = driver_connection.cursor()
+        return self.cursor
 
     def first(self, what: str) -> bool:
         """True the first time `what` is asked about in this transaction: for work that one

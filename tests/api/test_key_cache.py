@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from queuelog.auth.keys import KeyStore
+from queuelog.runtime import Services
 from queuelog.service.models import Role
-from queuelog.services import Services
 from queuelog.storage import keys as keys_sql
 from tests.support import ADMIN_SECRET, LiveServer, database_url, key_refused
 

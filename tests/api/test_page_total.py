@@ -12,8 +12,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from queuelog.runtime import Services
 from queuelog.service.models import Actor, EnqueueRequest, Role
-from queuelog.services import Services
 from tests.support import LiveServer
 
 PAGE = "{ jobs(first: 2) { nodes { id } pageInfo { hasNextPage } } }"

@@ -7,10 +7,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from queuelog.runtime import Services
 from queuelog.service import errors
 from queuelog.service.models import Actor, EnqueueRequest, Role
-from queuelog.services import Services
-from queuelog.storage import driver
 from queuelog.storage.tx import Tx
 from tests.production.helpers import (
     CANCEL,
@@ -216,14 +215,14 @@ def _statements(services: Services, monkeypatch: pytest.MonkeyPatch) -> list[str
         seen.append(_kind(statement))
 
     sa.event.listen(services.db.writer, "before_cursor_execute", count)
-    driver_cursor = driver.cursor
+    driver_cursor = Tx.driver_cursor
 
     def counted_cursor(tx: Tx) -> Any:
         if tx.cursor is None:
             tx.cursor = _Counted(driver_cursor(tx), seen)
         return tx.cursor
 
-    monkeypatch.setattr(driver, "cursor", counted_cursor)
+    monkeypatch.setattr(Tx, "driver_cursor", counted_cursor)
     return seen
 
 

@@ -12,9 +12,9 @@ import pytest
 import sqlalchemy as sa
 
 from queuelog import cli
+from queuelog.runtime import Services
 from queuelog.service.models import Actor, EnqueueRequest
 from queuelog.service.retention import prune
-from queuelog.services import Services
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import normalize_url
 from tests.production.helpers import CANCEL, COMPLETE, FAIL, Keys, wait_for

@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from queuelog.config import Settings
+from queuelog.runtime import Services
 from queuelog.service.jobs import JobService
-from queuelog.services import Services
 from queuelog.storage.db import Database
 from queuelog.storage.tables import job_events, jobs
 from queuelog.storage.tx import Tx

@@ -141,7 +141,9 @@ async def test_fail_with_retries_left_goes_back_to_pending_after_a_backoff(
     assert failed.status is Status.PENDING and failed.retry_count == 1
     assert (failed.claimed_at, failed.lease_expires_at) == (None, None)
     assert failed.run_at == clock.now + timedelta(seconds=expected_delay)
-    assert failed.error == "smtp timeout" and failed.finished_at is None
+    assert failed.error is None and failed.finished_at is None  # error texts: admins only
+    stored = await svc.get(ADMIN, job.id)
+    assert stored is not None and stored.error == "smtp timeout"
     assert await history(svc, job.id) == [
         (None, "pending"),
         ("pending", "running"),
@@ -174,7 +176,8 @@ async def test_fail_with_retries_exhausted_is_final(
     assert retried is False
     assert final.status is Status.FAILED and final.retry_count == 1
     assert final.finished_at == clock.now and final.lease_expires_at is None
-    assert final.error == "second"
+    stored = await svc.get(ADMIN, job.id)
+    assert stored is not None and stored.error == "second"
     assert await svc.claim(W1, None, None) == []
 
 
@@ -188,8 +191,9 @@ async def test_fail_not_retryable_is_final_at_once(svc: JobService) -> None:
 async def test_fail_stores_the_error_sanitized(svc: JobService) -> None:
     job = await enqueue(svc, max_retries=0)
     await claim_one(svc)
-    final, _ = await svc.fail(W1, job.id, "connect postgresql://app:hunter2@db/x failed\x00")
-    assert final.error is not None
+    await svc.fail(W1, job.id, "connect postgresql://app:hunter2@db/x failed\x00")
+    final = await svc.get(ADMIN, job.id)
+    assert final is not None and final.error is not None
     assert "hunter2" not in final.error and "\x00" not in final.error
     assert "[REDACTED]" in final.error
 

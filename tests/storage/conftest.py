@@ -9,7 +9,7 @@ counts) and `plans.py` (the statements sent and the plans made of them).
 
 import pytest
 
-from queuelog.services import Services
+from queuelog.runtime import Services
 from queuelog.storage.db import Database
 from tests.reused_db import db_url, session_pg_url  # noqa: F401  (fixtures)
 

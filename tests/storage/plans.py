@@ -24,7 +24,7 @@ class Captured:
 
         def capture(tx: Any, text: str, params: Any, prepare: bool | None = None) -> Any:
             params = list(params)
-            self.sent.append((text, [driver.bind(db.dialect, p) for p in params]))
+            self.sent.append((text, [tx.dialect.bind(tx, p) for p in params]))
             self.prepare.append(prepare)
             return execute(tx, text, params, prepare)
 
@@ -75,7 +75,7 @@ def pg_generic_plan(
         raw = conn.connection.driver_connection
         assert isinstance(raw, psycopg.Connection)
         numbered = iter(range(1, len(params) + 1))
-        prepared = re.sub(r"\?", lambda m: f"${next(numbered)}", statement)
+        prepared = re.sub(r"\?|%s", lambda m: f"${next(numbered)}", statement)
         args = ", ".join(psycopg.ClientCursor(raw).mogrify("%s", [p]) for p in params)
         options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
         try:

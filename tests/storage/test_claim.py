@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
+from queuelog.storage.scope import EVERYTHING
 from queuelog.storage.tables import job_events
 from queuelog.storage.tx import Tx
 from tests.storage.plans import Captured, pg_generic_plan, pg_nodes, sqlite_plan, until_limit
@@ -96,7 +97,7 @@ def test_claim_takes_the_first_due_jobs_across_the_types_asked(db: Database) -> 
     assert [r.id for r in got] == [mine[1], mine[4]]
     assert claim(db, types=("email", "sync")) == []
     assert [r.id for r in claim(db, types=("sync", "email"), now=at(5))] == [mine[3]]
-    left = db.read_sync(lambda tx: jobs_sql.counts(tx, producer=None, worker=None, job_type="pdf"))
+    left = db.read_sync(lambda tx: jobs_sql.counts(tx, scope=EVERYTHING, job_type="pdf"))
     assert left["pending"] == len(backlog)
     assert [r.id for r in claim(db, types=("pdf",), limit=2)] == backlog[:-3:-1]  # oldest
 

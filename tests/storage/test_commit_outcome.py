@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from queuelog.runtime import Services
 from queuelog.service.models import Actor, EnqueueRequest
-from queuelog.services import Services
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.tx import Tx
 from tests.storage.rows import table_counts

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from queuelog.lifecycle import CANCEL, COMPLETE
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
+from queuelog.storage.scope import Scope
 from queuelog.storage.tables import jobs
 from queuelog.storage.tx import Tx
 from tests.storage.plans import pg_nodes, plans_kept
@@ -126,10 +128,11 @@ def test_page_is_newest_first_with_a_cursor_and_totals(db: Database) -> None:
         *(job(producer=("p1", "p2")[i % 2], type=("email", "pdf")[i % 3 == 0]) for i in range(7)),
     )
 
-    def page(**kw: Any) -> tuple[list[int], bool, int]:
+    def page(
+        producer: str | None = None, worker: str | None = None, **kw: Any
+    ) -> tuple[list[int], bool, int]:
         args: dict[str, Any] = {
-            "producer": None,
-            "worker": None,
+            "scope": Scope(producer, worker),
             "status": None,
             "job_type": None,
             "first": 3,
@@ -164,10 +167,11 @@ def test_counts_by_status_respect_scope_and_type(db: Database) -> None:
     claim(db, worker="w1", types=("pdf",))
     zero = dict.fromkeys(("pending", "running", "completed", "failed", "cancelled"), 0)
 
-    def counts(**kw: Any) -> dict[str, int]:
-        args: dict[str, Any] = {"producer": None, "worker": None, "job_type": None}
-        args.update(kw)
-        return db.read_sync(lambda tx: jobs_sql.counts(tx, **args))
+    def counts(
+        producer: str | None = None, worker: str | None = None, job_type: str | None = None
+    ) -> dict[str, int]:
+        scope = Scope(producer, worker)
+        return db.read_sync(lambda tx: jobs_sql.counts(tx, scope=scope, job_type=job_type))
 
     assert counts() == {**zero, "pending": 2, "running": 1, "failed": 1}
     assert counts(producer="p1") == {**zero, "pending": 1, "running": 1}
@@ -309,7 +313,7 @@ def test_a_transaction_that_raises_leaves_neither_job_nor_event(db: Database) ->
 
     def boom(tx: Tx) -> None:
         jobs_sql.insert(tx, [job(type="pdf")])
-        jobs_sql.transition(tx, kept, "pending", {"status": "cancelled"})
+        jobs_sql.apply(tx, CANCEL, kept, {"finished_at": T0, "updated_at": T0})
         raise RuntimeError("rolled back")
 
     with pytest.raises(RuntimeError):
@@ -324,7 +328,7 @@ def test_events_are_appended_in_the_same_transaction(db: Database) -> None:
 
     def enqueue_and_peek(tx: Tx) -> int:
         rows = jobs_sql.insert(tx, [job()])
-        if tx.dialect == "postgresql":  # written with the jobs, in the same statement
+        if tx.dialect.name == "postgresql":  # written with the jobs, in the same statement
             assert tx.appended and not tx.events
         else:  # not yet appended: written at the end of this same transaction
             assert tx.events and tx.events[0].job_id == rows[0].id
@@ -339,9 +343,8 @@ def test_events_for_job_after_and_head(db: Database) -> None:
     assert db.read_sync(events_sql.oldest) == 0
     a, b = insert(db, job(type="email", producer="p1"), job(type="pdf", producer="p2"))
     claim(db, types=("pdf",))
-    db.write_sync(
-        lambda tx: jobs_sql.transition(tx, b, "running", {"status": "completed"}, worker="w1")
-    )
+    done = {"result": None, "finished_at": T0, "updated_at": T0}
+    db.write_sync(lambda tx: jobs_sql.apply(tx, COMPLETE, b, done, worker="w1", at=T0))
     head = db.read_sync(events_sql.head)
     every = db.read_sync(events_sql.after, 0, 100)
     assert [(e.job_id, e.previous_status, e.status) for e in every] == [
@@ -362,7 +365,8 @@ def test_events_for_job_after_and_head(db: Database) -> None:
 
     assert after(job_id=a) == ids[:1]
     assert after(job_type="pdf") == ids[1:]
-    assert after(producer="p2", statuses=["running", "completed"]) == ids[2:]
+    assert after(scope=Scope(producer="p2"), statuses=["running", "completed"]) == ids[2:]
+    assert after(scope=Scope(worker="w1")) == ids[2:]
     assert after(statuses=["pending"]) == ids[:2]
     assert [e.id for e in db.read_sync(events_sql.for_job, b, 2)] == ids[1:3]
     assert db.read_sync(events_sql.after, head, 100) == []

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from queuelog.lifecycle import CANCEL, COMPLETE, HEARTBEAT
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
 from tests.storage.plans import Captured, pg_generic_plan, pg_nodes, sqlite_plan
@@ -16,39 +17,31 @@ from tests.storage.rows import T0, at, claim, events_of, insert, job
 # -- transitions ----------------------------------------------------------------------------
 
 
-def test_transition_is_a_compare_and_set(db: Database) -> None:
+def test_a_transition_is_a_compare_and_set(db: Database) -> None:
     (job_id,) = insert(db, job())
     before = db.read_sync(jobs_sql.get, job_id)
-    wrong = db.write_sync(
-        lambda tx: jobs_sql.transition(tx, job_id, "running", {"status": "completed"})
-    )
-    assert wrong is None
+    done = {"result": None, "finished_at": at(1), "updated_at": at(1)}
+    wrong = db.write_sync(lambda tx: jobs_sql.apply(tx, COMPLETE, job_id, done, worker="w1", at=T0))
+    assert wrong is None  # not running
     assert db.read_sync(jobs_sql.get, job_id) == before
     assert events_of(db, job_id) == [(None, "pending")]
 
-    done = db.write_sync(
-        lambda tx: jobs_sql.transition(
-            tx, job_id, "pending", {"status": "cancelled", "updated_at": at(1)}
-        )
+    cancelled = db.write_sync(
+        lambda tx: jobs_sql.apply(tx, CANCEL, job_id, {"finished_at": at(1), "updated_at": at(1)})
     )
-    assert done is not None and done.status == "cancelled" and done.updated_at == at(1)
+    assert cancelled is not None and cancelled.status == "cancelled"
+    assert cancelled.updated_at == at(1)
     assert events_of(db, job_id) == [(None, "pending"), ("pending", "cancelled")]
 
 
-def test_transition_checks_the_worker_and_its_lease(db: Database) -> None:
+def test_a_transition_checks_the_worker_and_its_lease(db: Database) -> None:
     (job_id,) = insert(db, job())
     claim(db, worker="w1")  # lease until at(60)
 
     def complete(worker: str, live_at: datetime) -> Any:
+        values = {"result": None, "finished_at": live_at, "updated_at": live_at}
         return db.write_sync(
-            lambda tx: jobs_sql.transition(
-                tx,
-                job_id,
-                "running",
-                {"status": "completed", "updated_at": live_at},
-                worker=worker,
-                lease_live_at=live_at,
-            )
+            lambda tx: jobs_sql.apply(tx, COMPLETE, job_id, values, worker=worker, at=live_at)
         )
 
     assert complete("w2", at(1)) is None  # another worker
@@ -57,38 +50,46 @@ def test_transition_checks_the_worker_and_its_lease(db: Database) -> None:
     assert row is not None and row.status == "running"
     done = complete("w1", at(59))
     assert done is not None and done.status == "completed"
+    assert done.lease_expires_at is None
     assert events_of(db, job_id)[-1] == ("running", "completed")
 
 
-def test_transition_from_several_statuses_records_the_one_replaced(db: Database) -> None:
+def test_a_transition_from_several_statuses_records_the_one_replaced(db: Database) -> None:
     pending, running, done = insert(db, job(), job(), job(status="completed"))
-    db.write_sync(lambda tx: jobs_sql.transition(tx, running, "pending", {"status": "running"}))
+    claim(db, worker="w1", limit=1)  # the oldest: `pending` stays pending
+    running, pending = pending, running
+    values = {"finished_at": at(1), "updated_at": at(1)}
     for job_id in (pending, running):
-        row = db.write_sync(
-            lambda tx, j=job_id: jobs_sql.transition(
-                tx, j, ("pending", "running"), {"status": "cancelled"}
-            )
-        )
+        row = db.write_sync(lambda tx, j=job_id: jobs_sql.apply(tx, CANCEL, j, values))
         assert row is not None and row.status == "cancelled"
     assert events_of(db, pending)[-1] == ("pending", "cancelled")
     assert events_of(db, running)[-1] == ("running", "cancelled")
-    refused = db.write_sync(
-        lambda tx: jobs_sql.transition(tx, done, ("pending", "running"), {"status": "cancelled"})
-    )
+    refused = db.write_sync(lambda tx: jobs_sql.apply(tx, CANCEL, done, values))
     assert refused is None
     assert events_of(db, done) == [(None, "completed")]
 
 
-def test_transition_without_a_status_change_records_no_event(db: Database) -> None:
+def test_a_transition_without_a_status_change_records_no_event(db: Database) -> None:
     (job_id,) = insert(db, job())
     claim(db)
     row = db.write_sync(
-        lambda tx: jobs_sql.transition(
-            tx, job_id, "running", {"lease_expires_at": at(600)}, worker="w1", lease_live_at=T0
+        lambda tx: jobs_sql.apply(
+            tx,
+            HEARTBEAT,
+            job_id,
+            {"lease_expires_at": at(600), "updated_at": T0},
+            worker="w1",
+            at=T0,
         )
     )
     assert row is not None and row.lease_expires_at == at(600)
     assert events_of(db, job_id) == [(None, "pending"), ("pending", "running")]
+
+
+def test_a_transition_refuses_values_other_than_its_columns(db: Database) -> None:
+    (job_id,) = insert(db, job())
+    with pytest.raises(ValueError, match="cancel sets"):
+        db.write_sync(lambda tx: jobs_sql.apply(tx, CANCEL, job_id, {"updated_at": T0}))
 
 
 def test_expired_leases_lists_only_running_jobs_past_their_lease(db: Database) -> None:

@@ -10,9 +10,11 @@ import sqlalchemy as sa
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
+from queuelog.lifecycle import Status
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, normalize_url
 from queuelog.storage.migrate import SCRIPTS, migrate
+from queuelog.storage.scope import EVERYTHING, Scope
 from queuelog.storage.tables import job_events, jobs, metadata
 from queuelog.storage.tx import Tx
 from tests.storage.rows import at, claim, insert, job, table_counts
@@ -178,17 +180,17 @@ def test_upgrading_from_0004_counts_the_jobs_there_are(backend: str, tmp_path: P
             )
             migrate(db)
             assert _revision(db) == _head()
-            by_status = db.read_sync(jobs_sql.counts, producer=None, worker=None, job_type=None)
+            by_status = db.read_sync(jobs_sql.counts, scope=EVERYTHING, job_type=None)
             assert by_status == {
-                **dict.fromkeys(jobs_sql.STATUSES, 0),
+                **dict.fromkeys((s.value for s in Status), 0),
                 "pending": 4,
                 "completed": 1,
             }
             insert(db, job(producer="p2"))
             claim(db, types=("pdf",))
-            mine = db.read_sync(jobs_sql.counts, producer="p2", worker=None, job_type=None)
+            mine = db.read_sync(jobs_sql.counts, scope=Scope(producer="p2"), job_type=None)
             assert mine["pending"] == 2
-            pdf = db.read_sync(jobs_sql.counts, producer=None, worker=None, job_type="pdf")
+            pdf = db.read_sync(jobs_sql.counts, scope=EVERYTHING, job_type="pdf")
             assert (pdf["pending"], pdf["running"]) == (0, 1)
         finally:
             db.close()

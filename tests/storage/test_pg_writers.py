@@ -8,16 +8,17 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
 
 from queuelog.storage import db as db_module
-from queuelog.storage import driver, engines
+from queuelog.storage import engines
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
+from queuelog.storage.dialects import COLUMNS
 from queuelog.storage.tx import Tx
 from tests.storage.plans import plans_kept
 from tests.storage.rows import job, table_counts
@@ -73,10 +74,22 @@ def test_event_ids_become_visible_in_id_order(pg_db: Database) -> None:
     assert table_counts(pg_db) == (600, 600)
 
 
+def _insert_job(tx: Tx, values: dict[str, Any]) -> list[Any]:
+    """A job inserted on the driver's cursor, as the hot statements are, without its event
+    (nor the event-order lock)."""
+    cur = tx.driver_cursor()
+    marks = ", ".join(["%s"] * len(values))
+    cur.execute(
+        f"INSERT INTO jobs ({', '.join(values)}) VALUES ({marks}) RETURNING {COLUMNS}",
+        list(values.values()),
+    )
+    return [tx.dialect.row(tx, cur.fetchone())]
+
+
 def _on_every_writer(db: Database, fn: Callable[[Tx], T]) -> list[T]:
     """`fn` once in each writer thread: each write holds its writer until all have started,
     so the next write queued goes to another writer. (`fn` must not take the event-order
-    lock, which the first would hold while the others wait for it: `driver.insert`, which
+    lock, which the first would hold while the others wait for it: `_insert_job`, which
     records no event, rather than `jobs.insert`.)"""
     started, barrier = threading.Semaphore(0), threading.Barrier(len(db.writer_threads))
     results: list[T] = []
@@ -102,9 +115,9 @@ def _on_every_writer(db: Database, fn: Callable[[Tx], T]) -> list[T]:
 def test_a_writer_whose_connection_was_cut_carries_on(pg_db: Database) -> None:
     """When the server drops the writers' connections (a restart, an idle timeout), the
     next transaction of each writer gets a live one: the caller sees nothing of it."""
-    _on_every_writer(pg_db, lambda tx: driver.insert(tx, [job()]))
+    _on_every_writer(pg_db, lambda tx: _insert_job(tx, job()))
     assert _terminate_others(pg_db) >= len(pg_db.writer_threads)
-    rows = _on_every_writer(pg_db, lambda tx: driver.insert(tx, [job(type="pdf")]))
+    rows = _on_every_writer(pg_db, lambda tx: _insert_job(tx, job(type="pdf")))
     assert [r.type for (r,) in rows] == ["pdf"] * len(pg_db.writer_threads)
     assert table_counts(pg_db) == (2 * len(pg_db.writer_threads), 0)  # jobs, no events
 
@@ -117,8 +130,8 @@ def test_a_commit_whose_connection_was_cut_fails_and_the_writer_carries_on(
     without an attempt to roll it back (which would fail, and log an error)."""
 
     def cut_before_commit(tx: Tx) -> None:
-        driver.insert(tx, [job()])
-        found = driver.cursor(tx).execute("SELECT pg_backend_pid()").fetchone()
+        _insert_job(tx, job())
+        found = tx.driver_cursor().execute("SELECT pg_backend_pid()").fetchone()
         assert found is not None
         with psycopg.connect(_libpq(pg_db), autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", [found[0]])
@@ -128,7 +141,7 @@ def test_a_commit_whose_connection_was_cut_fails_and_the_writer_carries_on(
         pg_db.write_sync(cut_before_commit)
     assert table_counts(pg_db) == before
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
-    (row,) = pg_db.write_sync(lambda tx: driver.insert(tx, [job(type="pdf")]))
+    (row,) = pg_db.write_sync(lambda tx: _insert_job(tx, job(type="pdf")))
     assert row.type == "pdf"
 
 
@@ -166,7 +179,7 @@ def _on_pooled_connections(db: Database, n: int) -> list[tuple[int, int]]:
 def test_readers_whose_connections_were_cut_carry_on(pg_db: Database) -> None:
     """Reads on connections the server dropped run again on live ones: the caller sees
     nothing of it."""
-    _on_every_writer(pg_db, lambda tx: driver.insert(tx, [job()]))
+    _on_every_writer(pg_db, lambda tx: _insert_job(tx, job()))
     assert len(_on_pooled_connections(pg_db, 6)) == 6
     assert _terminate_others(pg_db) >= 6
     expected = (len(pg_db.writer_threads), 0)  # jobs, no events
@@ -215,7 +228,7 @@ def test_a_writer_carries_on_after_a_commit_that_raised(pg_db: Database) -> None
     back, and the writer's next transactions run as ever."""
 
     def fails_at_commit(tx: Tx) -> None:
-        driver.insert(tx, [job()])
+        _insert_job(tx, job())
         tx.conn.exec_driver_sql(
             "CREATE TEMP TABLE deferred (id INT PRIMARY KEY, ref INT REFERENCES deferred"
             " DEFERRABLE INITIALLY DEFERRED) ON COMMIT DROP;"
@@ -225,7 +238,7 @@ def test_a_writer_carries_on_after_a_commit_that_raised(pg_db: Database) -> None
     with pytest.raises(Exception, match="deferred"):
         pg_db.write_sync(fails_at_commit)
     for _ in range(3):
-        pg_db.write_sync(lambda tx: driver.insert(tx, [job(type="pdf")]))
+        pg_db.write_sync(lambda tx: _insert_job(tx, job(type="pdf")))
     assert table_counts(pg_db) == (3, 0)
 
 

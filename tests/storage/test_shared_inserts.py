@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from queuelog.runtime import Services
 from queuelog.service.models import Actor, EnqueueRequest, Job
-from queuelog.services import Services
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.tx import Tx
 

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from queuelog.config import Settings
-from queuelog.services import open_services
+from queuelog.runtime import open_services
 from queuelog.storage import driver
 from queuelog.storage.db import Database
 from queuelog.storage.migrate import migrate
@@ -114,9 +114,7 @@ def _meta_rows(tx: Tx, prefix: str) -> list[str]:
 def _driver_then_core(tx: Tx, prefix: str, fail: bool) -> None:
     """A row put through the driver's cursor (as the hot statements are), then one through
     Core (which makes SQLAlchemy begin its own transaction on the same connection)."""
-    driver.execute(
-        tx, "INSERT INTO queuelog_meta (name, value) VALUES (?, 1)", [f"{prefix}-driver"]
-    )
+    driver.execute(tx, f"INSERT INTO queuelog_meta (name, value) VALUES ('{prefix}-driver', 1)", [])
     _put(tx, f"{prefix}-core", 2)
     if fail:
         raise RuntimeError("the write fails after both statements")
@@ -141,5 +139,5 @@ def test_a_transaction_mixing_driver_and_core_statements_commits_or_rolls_back_w
     expected = ["done-core", "done-driver", *(["done-first"] if core_first else [])]
     assert db.read_sync(_meta_rows, "done") == expected
     db.write_sync(_put, "after", 3)  # the connection carries on with a fresh transaction
-    db.write_sync(lambda tx: driver.cursor(tx).execute("SELECT 1"))
+    db.write_sync(lambda tx: tx.driver_cursor().execute("SELECT 1"))
     assert db.read_sync(_meta_rows, "after") == ["after"]

@@ -14,10 +14,10 @@ import pytest
 from graphql import ExecutionResult, OperationDefinitionNode, parse
 from graphql.execution.executor import Executor as GraphQLExecutor
 
+from queuelog.runtime import Services
 from queuelog.schema.executor import SharedEvents
 from queuelog.schema.types import JobEvent
 from queuelog.service.models import Actor, EnqueueRequest, Role
-from queuelog.services import Services
 from queuelog.storage import jobs as jobs_sql
 from tests.inprocess import until
 from tests.subscriptions.wsclient import WS, ws

@@ -12,10 +12,10 @@ import sqlalchemy as sa
 
 from queuelog.config import Settings
 from queuelog.events.feed import CursorExpired, EventFeed, Interest
+from queuelog.runtime import Services, open_services
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor, EnqueueRequest, JobEvent, Priority, Role
 from queuelog.service.retention import prune
-from queuelog.services import Services, open_services
 
 PRODUCER = Actor("p1", Role.PRODUCER)
 WORKER = Actor("w1", Role.WORKER)

@@ -12,8 +12,8 @@ import gc
 import os
 from contextlib import AsyncExitStack
 
+from queuelog.runtime import Services
 from queuelog.service.models import Actor, EnqueueRequest, Role
-from queuelog.services import Services
 from tests.inprocess import until
 from tests.subscriptions.wsclient import WS, ws
 from tests.support import LiveServer

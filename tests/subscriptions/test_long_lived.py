@@ -11,9 +11,9 @@ import tracemalloc
 
 import pytest
 
+from queuelog.runtime import Services
 from queuelog.schema.executor import SharedEvents
 from queuelog.service.models import Actor, EnqueueRequest, Role
-from queuelog.services import Services
 from tests.inprocess import until
 from tests.subscriptions.wsclient import WS, ws
 from tests.support import LiveServer

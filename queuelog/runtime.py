@@ -1,4 +1,5 @@
-"""The queue's parts, wired to one database: what the server and the CLI both open."""
+"""The running queue: the database, the key store, the event feed and the job service,
+opened together on one database; what the server and the CLI both open."""
 
 from __future__ import annotations
 

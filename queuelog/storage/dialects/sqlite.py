@@ -1,0 +1,200 @@
+"""SQLite: its hot statements and its driver's ways.
+
+One writer thread holds the write lock (BEGIN IMMEDIATE), so nothing changes a row between
+a statement's read and its write. Times are stored as naive UTC text in SQLAlchemy's own
+format (`YYYY-MM-DD HH:MM:SS.ffffff`), so rows written here and by Core compare and read
+alike. SQLite's planner has no statistics: INDEXED BY holds the claim and the lease scan to
+their indexes.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.dialects import sqlite
+
+from queuelog.lifecycle import PENDING, RUNNING
+from queuelog.storage.dialects import (
+    EVENT_COLUMNS,
+    RETURNING,
+    TIME_AT,
+    Dialect,
+    JobRow,
+)
+from queuelog.storage.tables import UTCDateTime, jobs
+
+# Bound values one SQLite statement may take (SQLITE_MAX_VARIABLE_NUMBER's default).
+MAX_VARIABLES = 32_766 if sqlite3.sqlite_version_info >= (3, 32) else 999
+
+_SET_CLAIMED = (
+    f"UPDATE jobs SET status = '{RUNNING}', worker_id = ?, claimed_at = ?, updated_at = ?,"
+)
+# One range of ix_jobs_claim, in claim order.
+_DUE = (
+    f"SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = '{PENDING}'"
+    " AND type = {asked} AND run_at <= ? ORDER BY priority DESC, run_at, id LIMIT ?"
+)
+
+
+class SQLiteDialect(Dialect):
+    name = "sqlite"
+    ROW_LOCK = ""  # the writer holds the database's write lock
+
+    # worker, now, now, lease, type, now, limit
+    CLAIM_ONE_TYPE = (
+        f"{_SET_CLAIMED} lease_expires_at = ? WHERE id IN ({_DUE.format(asked='?')}) {RETURNING}"
+    )
+    # worker, now, now, leases (a JSON object by type), types (a JSON array), now, limit,
+    # limit. No LATERAL: a correlated IN, run once per type, reads each type's range.
+    CLAIM_TYPES = (
+        f"{_SET_CLAIMED} lease_expires_at = (SELECT value FROM json_each(?) WHERE key = jobs.type)"
+        " WHERE id IN (SELECT pick.id FROM (SELECT value AS name FROM json_each(?)) AS asked"
+        f" CROSS JOIN jobs AS pick WHERE pick.id IN ({_DUE.format(asked='asked.name')})"
+        f" ORDER BY pick.priority DESC, pick.run_at, pick.id LIMIT ?) {RETURNING}"
+    )
+    EXPIRED_LEASES = (
+        f"SELECT {', '.join(JobRow._fields)} FROM jobs INDEXED BY ix_jobs_lease"
+        f" WHERE status = '{RUNNING}' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?"
+    )
+    UPSERT_COUNTS_ROW = "(?, ?, ?, ?)"
+    UPSERT_COUNTS = (
+        "INSERT INTO job_counts (job_type, producer, status, n) VALUES {rows}"
+        " ON CONFLICT (job_type, producer, status) DO UPDATE SET n = n + excluded.n"
+    )
+    INSERT_EVENTS = f"INSERT INTO job_events ({EVENT_COLUMNS}) VALUES {{rows}}"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pickers: dict[tuple[str, ...], tuple[Callable[..., Any], tuple[int, ...]]] = {}
+
+    def run(self, cur: Any, text: str, params: Sequence[Any], prepare: bool | None) -> None:
+        cur.execute(text, params)  # sqlite3 caches its statements itself
+
+    def has_rows(self, cur: Any) -> bool:
+        return cur.description is not None
+
+    def bind(self, tx: Any, value: Any) -> Any:
+        if not isinstance(value, datetime):
+            return value
+        last = tx.bound_time  # a row's times are often one instant
+        if value is last[0]:
+            return last[1]
+        if value.tzinfo is None:
+            raise ValueError("naive datetime")
+        text = value.astimezone(UTC).isoformat(" ", "microseconds")[:26]  # without "+00:00"
+        tx.bound_time = (value, text)
+        return text
+
+    def _time(self, tx: Any, text: str) -> datetime:
+        last = tx.read_time
+        if text == last[0]:
+            return last[1]  # type: ignore[no-any-return]
+        value = datetime.fromisoformat(text + "+00:00")
+        tx.read_time = (text, value)
+        return value
+
+    def row(self, tx: Any, raw: Sequence[Any]) -> JobRow:
+        values = list(raw)
+        for i in TIME_AT:
+            v = values[i]
+            if v is not None:
+                values[i] = self._time(tx, v)
+        return JobRow._make(values)
+
+    def claim_params(
+        self,
+        worker: str,
+        now: datetime,
+        types: Sequence[str],
+        limit: int,
+        leases: Mapping[str, Any],
+    ) -> tuple[str, list[Any], bool | None]:
+        if len(types) == 1:
+            return (
+                self.CLAIM_ONE_TYPE,
+                [worker, now, now, leases[types[0]], types[0], now, limit],
+                None,
+            )
+        by_type = json.dumps({t: self.bind_text(leases[t]) for t in types})
+        params = [worker, now, now, by_type, json.dumps(list(types)), now, limit, limit]
+        return self.CLAIM_TYPES, params, None
+
+    @staticmethod
+    def bind_text(value: datetime) -> str:
+        if value.tzinfo is None:
+            raise ValueError("naive datetime")
+        return value.astimezone(UTC).isoformat(" ", "microseconds")[:26]
+
+    def _picker(self, names: tuple[str, ...]) -> tuple[Callable[..., Any], tuple[int, ...]]:
+        """A row's values in `names` order as one C call, and which of them are times (only
+        those need `bind`)."""
+        found = self._pickers.get(names)
+        if found is None:
+            pick: Callable[..., Any] = operator.itemgetter(*names)
+            if len(names) == 1:  # itemgetter of one name gives the value, not a tuple of it
+                one = operator.itemgetter(names[0])
+
+                def pick(v: Mapping[str, Any]) -> tuple[Any]:
+                    return (one(v),)
+
+            times = tuple(i for i, n in enumerate(names) if isinstance(jobs.c[n].type, UTCDateTime))
+            found = self._pickers[names] = (pick, times)
+        return found
+
+    def _insert_sql(self, names: tuple[str, ...], rows: int) -> str:
+        key = (names, rows)
+        text = self._sql_cache.get(key)
+        if text is None:
+            one = f"({', '.join('?' * len(names))})"
+            text = (
+                f"INSERT INTO jobs ({', '.join(names)}) VALUES {', '.join([one] * rows)}"
+                " RETURNING id"
+            )
+            self._sql_cache[key] = text
+        return text
+
+    def insert_jobs(self, tx: Any, values: Sequence[Mapping[str, Any]]) -> list[int]:
+        names = tuple(values[0])
+        cur = tx.driver_cursor()
+        ids: list[int] = []
+        pick, times = self._picker(names)
+        most = MAX_VARIABLES // len(names)
+        for start in range(0, len(values), most):
+            params: list[Any] = []
+            for v in values[start : start + most]:
+                row = list(pick(v))
+                for i in times:
+                    row[i] = self.bind(tx, row[i])
+                params += row
+            cur.execute(self._insert_sql(names, len(params) // len(names)), params)
+            ids.extend(sorted(r[0] for r in cur.fetchall()))
+        return ids
+
+    def insert_events(self, tx: Any, rows: Sequence[Any], counts: Sequence[Any]) -> str | None:
+        cur = tx.driver_cursor()
+        if counts:
+            marks = ", ".join([self.UPSERT_COUNTS_ROW] * len(counts))
+            cur.execute(
+                self.UPSERT_COUNTS.format(rows=marks), [v for change in counts for v in change]
+            )
+        most = MAX_VARIABLES // 7
+        for start in range(0, len(rows), most):
+            chunk = rows[start : start + most]
+            params: list[Any] = []
+            for row in chunk:  # only the last value, the time, needs `bind`
+                params += row
+                params[-1] = self.bind(tx, row[-1])
+            marks = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk))
+            cur.execute(self.INSERT_EVENTS.format(rows=marks), params)
+        return None  # SQLite cannot be asked how a transaction ended
+
+    def insert(self, table: Any) -> Any:
+        return sqlite.insert(table)
+
+    def begin_write(self, driver_connection: Any) -> None:
+        driver_connection.execute("BEGIN IMMEDIATE")
