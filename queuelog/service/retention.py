@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from queuelog.lifecycle import Status
 from queuelog.service.jobs import JobService
 from queuelog.storage import jobs as jobs_sql
 
@@ -14,12 +15,13 @@ async def prune(service: JobService, *, dry_run: bool = False) -> dict[str, int]
     s = service.settings
     now = service.clock()
     ages = {
-        "completed": timedelta(days=s.retention_completed_days),
-        "cancelled": timedelta(days=s.retention_completed_days),
-        "failed": timedelta(days=s.retention_failed_days),
+        Status.COMPLETED: timedelta(days=s.retention_completed_days),
+        Status.CANCELLED: timedelta(days=s.retention_completed_days),
+        Status.FAILED: timedelta(days=s.retention_failed_days),
     }
     counts: dict[str, int] = {}
-    for status, age in ages.items():
+    for finished, age in ages.items():
+        status = finished.value
         before = now - age
         if dry_run:
             counts[status] = await service.db.read(jobs_sql.count_prunable, status, before)
