@@ -58,7 +58,3 @@ class NotJobOwner(DomainError):
 
 class NameTaken(DomainError):
     code = "NAME_TAKEN"
-
-
-class Forbidden(Exception):
-    """The caller's role may not do this (a top-level FORBIDDEN error, not a userError)."""

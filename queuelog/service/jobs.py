@@ -4,7 +4,8 @@ idempotency (its reads are in `service.reads`).
 No SQL here and no GraphQL: each write is a transition of `queuelog.lifecycle`, which
 storage applies as a compare-and-set; this module decides which transition and its values,
 and what to tell a caller whose transition was refused (`service.ownership`). Every job it
-returns is shown as its caller may see it (`service.visibility`).
+returns is shown as its caller may see it (`service.visibility`). Which role may call which
+operation is checked once, at the GraphQL edge (`auth.permissions`), before any call here.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from queuelog.lifecycle import (
 )
 from queuelog.service import errors, ownership, validation
 from queuelog.service.backoff import backoff_seconds
-from queuelog.service.models import Actor, EnqueueRequest, Job, Role
+from queuelog.service.models import Actor, EnqueueRequest, Job
 from queuelog.service.reads import JobReads, SharedReads
 from queuelog.service.sanitize import sanitize_error
 from queuelog.service.visibility import may_see, shown
@@ -45,11 +46,6 @@ LEASE_EXPIRED = "lease expired"  # the error a rescued job's attempt records
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _require(actor: Actor, *roles: Role) -> None:
-    if actor.role is not Role.ADMIN and actor.role not in roles:
-        raise errors.Forbidden(f"the {actor.role.value} role may not do this")
 
 
 class JobService(JobReads):
@@ -74,7 +70,6 @@ class JobService(JobReads):
     async def enqueue(self, actor: Actor, req: EnqueueRequest) -> tuple[Job, bool]:
         """Enqueue one job. With an idempotency key already used by this producer for the same
         request, return that job and False."""
-        _require(actor, Role.PRODUCER)
         values = self._row(actor, req, ["input"])
         if "idempotency_key" not in values:
             (inserted,) = await self.db.write_rows(jobs_sql.insert, [values])
@@ -89,7 +84,6 @@ class JobService(JobReads):
 
     async def enqueue_many(self, actor: Actor, reqs: Sequence[EnqueueRequest]) -> list[Job]:
         """Enqueue 1-500 jobs, all or nothing, returned in input order."""
-        _require(actor, Role.PRODUCER)
         if not 1 <= len(reqs) <= BATCH_MAX:
             raise errors.ValidationFailed(f"give 1 to {BATCH_MAX} inputs", ["inputs"])
         now = self.clock()  # one instant for the batch: one transaction, input order kept
@@ -136,7 +130,6 @@ class JobService(JobReads):
         return out
 
     async def cancel(self, actor: Actor, job_id: int) -> Job:
-        _require(actor, Role.PRODUCER)
         return await self.db.write(self._cancel, actor, job_id)
 
     def _cancel(self, tx: Tx, actor: Actor, job_id: int) -> Job:
@@ -152,7 +145,6 @@ class JobService(JobReads):
         return self._shown(actor, done)
 
     async def retry(self, actor: Actor, job_id: int) -> Job:
-        _require(actor)
         return await self.db.write(self._retry, actor, job_id)
 
     def _retry(self, tx: Tx, actor: Actor, job_id: int) -> Job:
@@ -180,7 +172,6 @@ class JobService(JobReads):
         self, actor: Actor, types: Sequence[str] | None, lease_seconds: int | None, limit: int = 1
     ) -> list[Job]:
         """Claim up to `limit` jobs: highest priority first, then the oldest, then lowest id."""
-        _require(actor, Role.WORKER)
         validation.bounded(limit, 1, CLAIM_MAX, "limit", ["limit"])
         if types is None:
             chosen = [t for t in self.types if actor.may_use_type(t)]
@@ -211,7 +202,6 @@ class JobService(JobReads):
         )
 
     async def heartbeat(self, actor: Actor, job_id: int, lease_seconds: int | None) -> Job:
-        _require(actor, Role.WORKER)
         self._check_lease(lease_seconds)
 
         def step(row: Any, now: datetime) -> tuple[Transition, dict[str, Any]]:
@@ -224,7 +214,6 @@ class JobService(JobReads):
         return await self.db.write(self._settle, actor, job_id, step)
 
     async def complete(self, actor: Actor, job_id: int, result: Any) -> Job:
-        _require(actor, Role.WORKER)
         text = None
         if result is not None:
             text = validation.serialize(
@@ -242,7 +231,6 @@ class JobService(JobReads):
         """Record a failed attempt: back to PENDING after a backoff while retries remain (and
         the worker says the failure is retryable), else FAILED. Returns the job and whether
         it will be retried."""
-        _require(actor, Role.WORKER)
         text = sanitize_error(error, self.settings.error_max_chars)
 
         def step(row: Any, now: datetime) -> tuple[Transition, dict[str, Any]]:
