@@ -84,9 +84,7 @@ class SQLiteDialect(Dialect):
         last = tx.bound_time  # a row's times are often one instant
         if value is last[0]:
             return last[1]
-        if value.tzinfo is None:
-            raise ValueError("naive datetime")
-        text = value.astimezone(UTC).isoformat(" ", "microseconds")[:26]  # without "+00:00"
+        text = self.bind_text(value)
         tx.bound_time = (value, text)
         return text
 
@@ -126,6 +124,7 @@ class SQLiteDialect(Dialect):
 
     @staticmethod
     def bind_text(value: datetime) -> str:
+        """An aware datetime as stored: naive UTC text, without "+00:00"."""
         if value.tzinfo is None:
             raise ValueError("naive datetime")
         return value.astimezone(UTC).isoformat(" ", "microseconds")[:26]
