@@ -10,8 +10,8 @@ import pytest
 from queuelog.auth.backend import ApiKeyBackend, InvalidKey, TooManyFailures
 from queuelog.auth.keys import KeyStore, generate_secret, well_formed
 from queuelog.auth.ratelimit import TokenBuckets
+from queuelog.runtime import Services
 from queuelog.service.models import Role
-from queuelog.services import Services
 
 
 def test_generated_keys_are_well_formed_and_a_changed_character_is_not() -> None:
