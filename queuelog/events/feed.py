@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import threading
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -109,7 +110,10 @@ class EventFeed:
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         # With no follower the reader reads nothing; the next follower first moves the
         # window to the newest event (older events are read from the table on demand).
+        # The event loop's thread owns the feed's state; `_asleep` is the one flag writer
+        # threads read: the reader is behind with nobody following (see `_on_commit`).
         self._behind = False
+        self._asleep = threading.Event()
         self._catching_up = asyncio.Lock()
 
     @property
@@ -174,8 +178,8 @@ class EventFeed:
         # Called in the writer thread after a commit that appended events. While nobody
         # follows and the reader has noticed as much, waking it would only have it notice
         # again: a follower that comes first moves the window to the newest event, and
-        # this commit is older than that read (`_skip_ahead` clears `_behind` first).
-        if not self.followers and self._behind:
+        # this commit is older than that read (`_skip_ahead` clears `_asleep` first).
+        if self._asleep.is_set():
             return
         if self._loop is not None and not self._loop.is_closed():
             with contextlib.suppress(RuntimeError):
@@ -199,6 +203,7 @@ class EventFeed:
             self._wake.clear()
             if not self.followers:
                 self._behind = True
+                self._asleep.set()
                 continue
             try:
                 await self._read_new()
@@ -212,6 +217,7 @@ class EventFeed:
             if not self._behind:
                 return
             self._behind = False
+            self._asleep.clear()
             head, pruned = await self.db.read(_bounds)
             self.pruned_through = max(self.pruned_through, pruned)
             head = max(head, pruned)  # retention may have deleted the newest events
@@ -275,6 +281,7 @@ class EventFeed:
             await self._skip_ahead()
         cursor = self.head if after is None else after
         self.followers += 1
+        self._asleep.clear()  # commits wake the reader again
         self._no_followers.clear()
         try:
             while self.running:
