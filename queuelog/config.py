@@ -84,6 +84,8 @@ class Settings(BaseSettings):
     max_tokens: int = Field(default=2_000, ge=16)
     max_directives: int = Field(default=50, ge=0)
     max_cost: int = Field(default=20_000, ge=1)
+    max_anonymous_cost: int = Field(default=8_000, ge=1)  # requests without an API key
+    max_response_bytes: int = Field(default=16 * 1024 * 1024, ge=65_536)
     execution_timeout_seconds: float = Field(default=30.0, gt=0)
     rate_limit_per_second: float = Field(default=200.0, ge=0)  # per API key; 0 turns it off
     rate_limit_burst: int = Field(default=400, ge=1)

@@ -26,6 +26,7 @@ from strawberry.types.unset import UNSET
 
 from queuelog.edge import GRAPHQL_RESPONSE, JSON, error_response, negotiate
 from queuelog.resolvers.context import Context
+from queuelog.schema.limits import response_too_large
 from queuelog.schema.schema import QueuelogSchema
 
 SUBSCRIPTIONS_OVER_WEBSOCKET = (
@@ -48,6 +49,15 @@ def _plain_json(content_type: str | None) -> bool:
 def _streaming(accept: str | None) -> bool:
     """Whether the client might be asking for a streaming transport (SSE, multipart)."""
     return accept is not None and ("event-stream" in accept or "multipart" in accept)
+
+
+def _too_large(data: object, size: int, ceiling: int) -> dict[str, Any]:
+    """What goes out instead of a response (HTTP) or a message's result (WebSocket) whose
+    encoding is over the ceiling: the result replaced by a QUERY_TOO_COMPLEX error."""
+    result = {"errors": [response_too_large(size, ceiling).formatted]}
+    if isinstance(data, dict) and isinstance(data.get("payload"), dict) and "type" in data:
+        return {**data, "payload": result}
+    return result
 
 
 class _Deadline:
@@ -150,6 +160,8 @@ class SpecGraphQL(GraphQL[Context, None]):
         context = await self.get_context(request, response=None)  # type: ignore[arg-type]
         result = None
         schema = self.schema
+        # A request without a key may take the prepared path under the keyed limits: its
+        # documents hold no introspection, and every root field they resolve needs a key.
         if isinstance(schema, QueuelogSchema) and isinstance(operation_name, str | None):
             operation = schema.prepared.get(query, operation_name)
             if operation is not None:
@@ -181,9 +193,17 @@ class SpecGraphQL(GraphQL[Context, None]):
         # Text, not bytes: strawberry sends bytes over WebSocket as binary frames, which
         # graphql-ws clients (GraphiQL's among them) refuse.
         try:
-            return orjson.dumps(data).decode()
+            encoded: str | bytes = orjson.dumps(data)
         except TypeError:  # e.g. an integer past 64 bits in an error's extensions
-            return super().encode_json(data)
+            encoded = super().encode_json(data)
+        ceiling = self._max_response_bytes()
+        if ceiling is not None and len(encoded) > ceiling:
+            return orjson.dumps(_too_large(data, len(encoded), ceiling)).decode()
+        return encoded.decode() if isinstance(encoded, bytes) else encoded
+
+    def _max_response_bytes(self) -> int | None:
+        schema = self.schema
+        return schema.limits.max_response_bytes if isinstance(schema, QueuelogSchema) else None
 
     def decode_json(self, data: str | bytes) -> object:
         # orjson: strict UTF-8, and nesting past 1,024 levels is a JSONDecodeError, not a
