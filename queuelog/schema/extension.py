@@ -18,7 +18,13 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any
 
-from graphql import DocumentNode, GraphQLError, GraphQLSchema, GraphQLSyntaxError
+from graphql import (
+    DocumentNode,
+    GraphQLError,
+    GraphQLSchema,
+    GraphQLSyntaxError,
+    OperationDefinitionNode,
+)
 from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.types import StreamExecutionResult
@@ -58,11 +64,39 @@ def parse_document(query: str, max_tokens: int) -> DocumentNode:
 
 
 def validate_document(
-    schema: GraphQLSchema, document: DocumentNode, limits: QueryLimits
+    schema: GraphQLSchema, document: DocumentNode, limits: QueryLimits, authenticated: bool = True
 ) -> list[GraphQLError]:
-    """Validate (cached) under the schema's rules and limits."""
-    errors: list[GraphQLError] = _validate(schema, document, limits.rules)
+    """Validate (cached) under the schema's rules and limits (the lower cost ceiling for a
+    request without a key). Validation errors are the client's: any exception a rule met on
+    the way is the cause of none of them, so none is masked. A rule that raises is a fault
+    of ours, reported as one error that `mask` turns into INTERNAL_SERVER_ERROR."""
+    try:
+        errors: list[GraphQLError] = _validate(schema, document, limits.rules_for(authenticated))
+    except Exception as exc:  # any fault of a rule, answered as one error
+        return [GraphQLError("a validation rule failed", original_error=exc)]
+    for error in errors:
+        error.original_error = None
     return errors
+
+
+def missing_operation_name(
+    query: str | None, operation_name: str | None, max_tokens: int
+) -> GraphQLError | None:
+    """The GraphQL spec's refusal of a document with several operations and no operation
+    name (strawberry would run the first); None when the request names one or has one."""
+    if operation_name is not None or not query:
+        return None
+    try:
+        document = parse_document(query, max_tokens)
+    except GraphQLError:
+        return None  # the usual path reports it
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    if len(operations) < 2:
+        return None
+    return GraphQLError(
+        "Must provide operation name if query contains multiple operations.",
+        extensions={"code": "BAD_USER_INPUT", "field": ["operationName"]},
+    )
 
 
 def hide_suggestion(error: GraphQLError, limits: QueryLimits) -> None:
@@ -110,7 +144,7 @@ class OperationGuard(SchemaExtension):
         self.streamed = False
 
     def on_operation(self) -> Iterator[None]:
-        self.execution_context.validation_rules = self.limits.rules
+        self.execution_context.validation_rules = self.limits.rules_for(self._authenticated())
         yield
         result = self.execution_context.result
         if not self.streamed:  # each streamed result was masked as it went out
@@ -133,10 +167,15 @@ class OperationGuard(SchemaExtension):
         ctx.graphql_document = parse_document(ctx.query or "", self.limits.max_tokens)
         # Validating here spares strawberry's validation step a hook of its own; it runs
         # only when `pre_execution_errors` is still None.
-        errors = validate_document(ctx.schema._schema, ctx.graphql_document, self.limits)
+        errors = validate_document(
+            ctx.schema._schema, ctx.graphql_document, self.limits, self._authenticated()
+        )
         ctx.pre_execution_errors = errors
         self.validation_errors = errors
         yield
+
+    def _authenticated(self) -> bool:
+        return getattr(self.execution_context.context, "actor", None) is not None
 
     def _mask(self, result: object) -> None:
         errors = getattr(result, "errors", None)

@@ -11,12 +11,11 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 import strawberry
-from graphql import GraphQLInputObjectType
-from graphql.type.definition import GraphQLDefaultInput
+from graphql import GraphQLError
 from strawberry.extensions import SchemaExtension
 from strawberry.extensions.runner import SchemaExtensionsRunner
-from strawberry.printer.ast_from_value import ast_from_value
 from strawberry.types import ExecutionContext, ExecutionResult
+from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
 
 from queuelog.auth.permissions import AdminOnly, Authenticated, ProducerOrAdmin, WorkerOrAdmin
@@ -28,6 +27,7 @@ from queuelog.schema.extension import (
     OperationGuard,
     hide_suggestion,
     mask,
+    missing_operation_name,
     parse_document,
     validate_document,
 )
@@ -148,12 +148,26 @@ class QueuelogSchema(strawberry.Schema):
             resolver=lambda field: root_resolver(self, field),
         )
 
-    async def execute(self, *args: Any, **kwargs: Any) -> ExecutionResult:
+    async def execute(self, query: str | None, *args: Any, **kwargs: Any) -> ExecutionResult:
+        refusal = missing_operation_name(
+            query, _operation_name(args, kwargs, 3), self.limits.max_tokens
+        )
+        if refusal is not None:
+            return ExecutionResult(data=None, errors=[refusal])
         # One result cannot carry a subscription's events: those are served by `stream`
         # (WebSocket) only, so any single-result path refuses them before they run.
         allowed = kwargs.get("allowed_operation_types") or tuple(OperationType)
         kwargs["allowed_operation_types"] = [t for t in allowed if t in SINGLE_RESULT]
-        return await super().execute(*args, **kwargs)
+        return await super().execute(query, *args, **kwargs)
+
+    async def stream(self, query: str | None, *args: Any, **kwargs: Any) -> Any:
+        """`subscribe` and both WebSocket protocols run every operation through here."""
+        refusal = missing_operation_name(
+            query, _operation_name(args, kwargs, 3), self.limits.max_tokens
+        )
+        if refusal is not None:
+            return _refused(refusal)
+        return await super().stream(query, *args, **kwargs)
 
     def create_extensions_runner(
         self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
@@ -178,22 +192,17 @@ class QueuelogSchema(strawberry.Schema):
         return ExecutionResult(data=outcome.data, errors=errors or None, extensions={})
 
 
-def _literal_defaults(schema: QueuelogSchema) -> QueuelogSchema:
-    """graphql-core cannot turn a JSON default such as `payload: JSON = {}` back into a
-    literal, so introspection (and GraphiQL) failed on it; give it the literal strawberry
-    prints in the SDL."""
-    for type_ in schema._schema.type_map.values():
-        if isinstance(type_, GraphQLInputObjectType):
-            for field in type_.fields.values():
-                if isinstance(field.default_value, dict | list) and field.default is None:
-                    literal = ast_from_value(field.default_value, field.type)
-                    field.default = GraphQLDefaultInput(field.default_value, literal)  # type: ignore[arg-type]
-    return schema
+def _operation_name(args: tuple[Any, ...], kwargs: dict[str, Any], position: int) -> Any:
+    """The operation name given to `execute` or `stream`, by keyword or by position."""
+    if "operation_name" in kwargs:
+        return kwargs["operation_name"]
+    return args[position] if len(args) > position else None
+
+
+async def _refused(error: GraphQLError) -> AsyncGenerator[PreExecutionError, None]:
+    yield PreExecutionError(data=None, errors=[error])
 
 
 def build_schema(settings: Settings | None = None) -> QueuelogSchema:
     limits = QueryLimits.from_settings(settings or Settings())
-    schema = QueuelogSchema(
-        query=Query, mutation=Mutation, subscription=Subscription, limits=limits
-    )
-    return _literal_defaults(schema)
+    return QueuelogSchema(query=Query, mutation=Mutation, subscription=Subscription, limits=limits)
