@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,8 +17,19 @@ from queuelog.auth.permissions import unauthenticated
 from queuelog.auth.ratelimit import TokenBuckets
 from queuelog.events.feed import EventFeed
 from queuelog.events.sessions import Session
+from queuelog.service.errors import ValidationFailed
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor
+
+
+@contextmanager
+def refusing_bad_input() -> Iterator[None]:
+    """A service's ValidationFailed (a `first` out of bounds, a malformed cursor) as
+    BAD_USER_INPUT, for the queries, whose answers have no `userErrors`."""
+    try:
+        yield
+    except ValidationFailed as exc:
+        raise bad_input(exc.message, exc.field) from None
 
 
 def bad_input(message: str, field: list[str] | None = None) -> GraphQLError:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import strawberry
 from strawberry.types.nodes import SelectedField, Selection
 
-from queuelog.resolvers.context import Context, bad_input
+from queuelog.resolvers.context import Context, refusing_bad_input
 from queuelog.schema.types import (
     ApiKey,
     Job,
@@ -18,7 +18,6 @@ from queuelog.schema.types import (
     QueueStats,
     Viewer,
 )
-from queuelog.service.errors import ValidationFailed
 from queuelog.service.models import Priority
 
 Info = strawberry.Info[Context, None]
@@ -68,7 +67,7 @@ async def jobs(
     # The total is a read of its own (for a worker, a count of every matching job): a
     # frontend paging without it does not pay for it.
     total = any(_selects(f.selections, "totalCount") for f in info.selected_fields)
-    try:
+    with refusing_bad_input():
         page = await info.context.service.page(
             actor,
             status=status,
@@ -77,8 +76,6 @@ async def jobs(
             after=after,
             total=total,
         )
-    except ValidationFailed as exc:
-        raise bad_input(exc.message, exc.field) from None
     nodes = [Job.of(j) for j in page.jobs]
     return JobConnection(
         edges=[JobEdge(cursor=str(n.id), node=n) for n in nodes],

@@ -8,8 +8,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import strawberry
+from graphql import GraphQLError
 from strawberry.scalars import JSON
 
+from queuelog.resolvers.context import refusing_bad_input
 from queuelog.service import models
 from queuelog.service.errors import DomainError
 
@@ -80,7 +82,10 @@ class Job:
     async def events(
         self, info: strawberry.Info[Context, None], first: int | None = 100
     ) -> list[JobEvent]:
-        history = await info.context.service.history(int(self.id), 100 if first is None else first)
+        with refusing_bad_input():
+            history = await info.context.service.history(
+                int(self.id), 100 if first is None else first
+            )
         return [JobEvent.of(e) for e in history]
 
     @classmethod
@@ -128,8 +133,14 @@ class JobEvent:
         ctx = info.context
         # Read once for every subscriber this event goes to, and never older than it.
         job = await ctx.service.get_since(ctx.require_actor(), self.job_id, self.event_id)
-        if job is None:  # pruned since; cannot happen for a job the viewer was shown
-            raise DomainError(f"job {self.job_id} no longer exists")
+        if job is None:
+            # `job` is non-null in the contract: the event then arrives as a NOT_FOUND error
+            # (data null), a client error the subscription goes on after.
+            raise GraphQLError(
+                f"job {self.job_id} can no longer be shown to you: it was pruned, or another "
+                "worker holds it now",
+                extensions={"code": "NOT_FOUND"},
+            )
         return Job.of(job)
 
     @classmethod
@@ -206,7 +217,10 @@ class ApiKey:
 @strawberry.input
 class EnqueueJobInput:
     type: str
-    payload: JSON | None = strawberry.field(default_factory=dict)
+    payload: JSON | None = strawberry.field(
+        default=strawberry.UNSET,
+        description="A JSON object; at most 64 KiB once serialized. Omitted or null: {}.",
+    )
     priority: JobPriority | None = models.Priority.LOW
     max_retries: int | None = 3
     idempotency_key: str | None = strawberry.UNSET
@@ -218,7 +232,7 @@ class EnqueueJobInput:
         key, run_at, delay = self.idempotency_key, self.run_at, self.delay_seconds
         return models.EnqueueRequest(
             self.type,
-            self.payload,
+            {} if self.payload is unset or self.payload is None else self.payload,
             models.Priority.LOW if self.priority is None else self.priority,
             3 if self.max_retries is None else self.max_retries,
             None if key is unset else key,
