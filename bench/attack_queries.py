@@ -15,7 +15,7 @@ import asyncio
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,7 @@ def _latency(latencies: list[float]) -> dict[str, float]:
 async def _under_attack(
     server: Server,
     bystander_key: str,
-    attackers: list[Callable[[asyncio.Event], Awaitable[dict[str, int]]]],
+    attackers: list[Callable[[asyncio.Event], Coroutine[Any, Any, dict[str, int]]]],
     seconds: float,
 ) -> dict[str, Any]:
     stop = asyncio.Event()
@@ -136,10 +136,10 @@ async def run(backend: str = "sqlite", seconds: float = 8.0) -> dict[str, Any]:
             async with httpx.AsyncClient(timeout=120) as client:
                 quiet = _latency(await _bystander(client, server.url, bystander, seconds / 2))
 
-                def anonymous(stop: asyncio.Event) -> Awaitable[dict[str, int]]:
+                def anonymous(stop: asyncio.Event) -> Coroutine[Any, Any, dict[str, int]]:
                     return _attacker(client, server.url, INTROSPECTION, None, stop)
 
-                def amplifier(stop: asyncio.Event) -> Awaitable[dict[str, int]]:
+                def amplifier(stop: asyncio.Event) -> Coroutine[Any, Any, dict[str, int]]:
                     return _attacker(client, server.url, AMPLIFY, attacker, stop)
 
                 introspection = await _under_attack(
