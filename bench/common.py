@@ -17,8 +17,8 @@ from sqlalchemy.engine import make_url
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
-from queuelog import testing
-from queuelog.testing import ServerProcess
+from tests import server as server_process
+from tests.server import ServerProcess
 
 BACKENDS = ("sqlite", "postgresql")
 JOB_TYPES = ("email", "pdf", "sync")
@@ -84,7 +84,7 @@ def rss_bytes(pid: int) -> int:
 
 def database_url(backend: str, workdir: Path) -> AbstractContextManager[str]:
     """A fresh, empty database on `backend`, dropped afterwards."""
-    return testing.database_url(backend, workdir, prefix="queuelog_bench_")
+    return server_process.database_url(backend, workdir, prefix="queuelog_bench_")
 
 
 class Server(ServerProcess):

@@ -1,7 +1,21 @@
+"""Fixtures every test may use. Each name means one thing across the suite:
+
+- `backend`: "sqlite" or "postgresql" (tests that take it run on both);
+- `db_url`: the URL of a fresh, empty database on `backend` (the storage and service
+  suites reuse one emptied PostgreSQL database: `tests.reused_db`);
+- `settings`, `services`, `db`: the `Settings`, the `Services` and its `Database` on `db_url`;
+- `clock`: a `Clock` for `JobService(clock=…)`;
+- `start_server`: starts live servers on `db_url` (`tests.support.live_server`);
+- `server`: a live server per backend shared by the session, where each test keeps to its
+  own `job_type`;
+- `live`: a server in the test's own process on `services` (`tests.inprocess`).
+"""
+
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -9,9 +23,20 @@ import pytest
 from queuelog.config import Settings
 from queuelog.runtime import Services, open_services
 from queuelog.service.models import Actor, Priority, Role
+from queuelog.storage.db import Database
 from queuelog.storage.migrate import migrate
-from tests.inprocess import live  # noqa: F401  (fixture: a server in the test's process)
-from tests.support import BACKENDS, JOB_TYPES, LiveServer, database_url, drop_stale_pg_databases
+from tests.support import (
+    BACKENDS,
+    JOB_TYPES,
+    Clock,
+    LiveServer,
+    database_url,
+    drop_stale_pg_databases,
+    live_server,
+    session_server,
+)
+
+pytest_plugins = ["tests.inprocess", "tests.reused_db"]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -43,6 +68,16 @@ async def services(settings: Settings) -> AsyncIterator[Services]:
 
 
 @pytest.fixture
+def db(services: Services) -> Database:
+    return services.db
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
 def producer() -> Actor:
     return Actor("producer-1", Role.PRODUCER)
 
@@ -57,6 +92,18 @@ def admin() -> Actor:
     return Actor("admin", Role.ADMIN, max_priority=Priority.CRITICAL)
 
 
+@pytest.fixture
+def start_server(db_url: str, tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
+    """`start_server(**settings)` starts a live server on the test's database with those
+    settings over the test defaults; every server it started is stopped after the test."""
+    with ExitStack() as started:
+
+        def start(**settings: object) -> LiveServer:
+            return started.enter_context(live_server(db_url, tmp_path, **settings))
+
+        yield start
+
+
 # -- live servers: one per backend per session; each test takes its own job type --------
 
 
@@ -64,13 +111,7 @@ def admin() -> Actor:
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
-    tmp = tmp_path_factory.mktemp(f"server-{request.param}")
-    with database_url(str(request.param), tmp) as url:
-        live = LiveServer(url, tmp).start()
-        try:
-            yield live
-        finally:
-            live.stop()
+    yield from session_server(tmp_path_factory, str(request.param), f"server-{request.param}")
 
 
 _types = itertools.cycle(JOB_TYPES[3:])

@@ -1,7 +1,7 @@
-"""A `queuelog` server in the test's own process (uvicorn on a real port), so that a test
-can count what the server does while real HTTP and WebSocket clients talk to it. The root
-`conftest` offers `live` to every test; the subscriptions' `conftest` also `settings`, which
-turns the rate limit off for their hundreds of subscriptions."""
+"""`live`: a `queuelog` server in the test's own process (uvicorn on a real port) on the
+test's `settings` and `services`, so that a test can count what the server does, or move its
+clock, while real HTTP and WebSocket clients talk to it. A pytest plugin of the root
+`conftest`."""
 
 from __future__ import annotations
 
@@ -27,15 +27,6 @@ async def until(condition: Callable[[], bool]) -> None:
 
 
 @pytest.fixture
-def settings(db_url: str) -> Settings:
-    # Hundreds of subscriptions from one key within seconds: the per-key rate limit (which
-    # WebSocket operations spend too) would refuse most of them.
-    return Settings(
-        database_url=db_url, job_types=("email", "pdf", "sync"), rate_limit_per_second=0
-    )
-
-
-@pytest.fixture
 async def live(settings: Settings, services: Services) -> AsyncIterator[tuple[LiveServer, str]]:
     """The server on `services`, and an admin key's secret."""
     _, secret = await services.keys.create("admin", Role.ADMIN, None, Priority.CRITICAL)
@@ -44,6 +35,9 @@ async def live(settings: Settings, services: Services) -> AsyncIterator[tuple[Li
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     await until(lambda: server.started)
-    yield LiveServer(settings.database_url, workdir=None, port=port), secret  # type: ignore[arg-type]
+    yield (
+        LiveServer(settings.database_url, workdir=None, port=port, admin_key=secret),  # type: ignore[arg-type]
+        secret,
+    )
     server.should_exit = True
     await task

@@ -1,16 +1,22 @@
-"""Test support: databases on both backends, and live `queuelog serve` processes
-(`queuelog.testing`, set up for a test session)."""
+"""Test support: databases on both backends, the fake clock, and the one way the tests start
+a live `queuelog serve`: `live_server(db_url, workdir, **settings)` (the `start_server`
+fixture wraps it for a test's own database)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import psycopg
+import pytest
 
-from queuelog.testing import (
+from queuelog.config import Settings
+from tests.server import (
     DATABASE_PREFIX,
     PG_ADMIN_URL,
     GraphQLErrors,
@@ -23,12 +29,17 @@ __all__ = [
     "ADMIN_SECRET",
     "BACKENDS",
     "JOB_TYPES",
+    "T0",
+    "Clock",
     "GraphQLErrors",
     "LiveServer",
     "database_url",
     "drop_stale_pg_databases",
     "free_port",
     "key_refused",
+    "live_server",
+    "session_server",
+    "settings_env",
 ]
 
 BACKENDS = ("sqlite", "postgresql")
@@ -36,16 +47,30 @@ BACKENDS = ("sqlite", "postgresql")
 # claim each other's jobs.
 JOB_TYPES = ("email", "pdf", "sync", *(f"t{i}" for i in range(1000)))
 ADMIN_SECRET = "ql_test_admin_secret_0123456789abcdef"
-TEST_SETTINGS = {
-    "QUEUELOG_MAINTENANCE_INTERVAL_SECONDS": "0.5",
-    # Many tests share one server and one admin key, and some read every job with its
-    # whole history: the edge's limits are tested by tests/security on servers of its own.
-    "QUEUELOG_RATE_LIMIT_PER_SECOND": "100000",
-    "QUEUELOG_RATE_LIMIT_BURST": "100000",
-    "QUEUELOG_AUTH_FAILURE_BURST": "100000",
-    "QUEUELOG_ANONYMOUS_RATE_LIMIT_BURST": "100000",
-    "QUEUELOG_MAX_COST": "10000000",
+# Many tests share one server and one admin key, and some read every job with its whole
+# history: the edge's limits are tested by tests/security on servers of their own.
+TEST_SETTINGS: dict[str, object] = {
+    "maintenance_interval_seconds": 0.5,
+    "rate_limit_per_second": 100_000,
+    "rate_limit_burst": 100_000,
+    "auth_failure_burst": 100_000,
+    "anonymous_rate_limit_burst": 100_000,
+    "max_cost": 10_000_000,
 }
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Clock:
+    """The injectable clock of `JobService(clock=…)`: time moves only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
 
 
 def key_refused(response: httpx.Response) -> bool:
@@ -74,15 +99,63 @@ def drop_stale_pg_databases() -> None:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def _env_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def settings_env(settings: Mapping[str, object]) -> dict[str, str]:
+    """`QUEUELOG_*` variables for settings named as `Settings` fields; a name that is not a
+    setting fails, so a typo cannot silently test the default."""
+    unknown = set(settings) - set(Settings.model_fields)
+    if unknown:
+        raise TypeError(f"not a queuelog setting: {', '.join(sorted(unknown))}")
+    return {f"QUEUELOG_{name.upper()}": _env_value(v) for name, v in settings.items()}
+
+
 @dataclass
 class LiveServer(ServerProcess):
     """A server as the tests want it: many job types, a fast maintenance loop, and the
-    edge's limits raised (tests/security checks those on servers of its own)."""
+    edge's limits raised (`TEST_SETTINGS`), under whatever the test sets itself."""
 
     admin_key: str = ADMIN_SECRET
     job_types: tuple[str, ...] = JOB_TYPES
 
     def env(self) -> dict[str, str]:
         env = super().env()
-        env.update({k: v for k, v in TEST_SETTINGS.items() if k not in self.env_extra})
+        defaults = settings_env(TEST_SETTINGS)
+        env.update({k: v for k, v in defaults.items() if k not in self.env_extra})
         return env
+
+    def sibling(self) -> LiveServer:
+        """Another server (not yet started) on this one's database with its settings."""
+        return replace(self, port=free_port(), proc=None)
+
+
+@contextmanager
+def live_server(
+    db_url: str, workdir: Path, *, port: int | None = None, **settings: object
+) -> Iterator[LiveServer]:
+    """A running `queuelog serve` on `db_url` (on `port`, else a free one): the test
+    defaults, then `settings` (names of `Settings` fields, e.g. `max_depth=3`;
+    `admin_key=None` starts it without one). Stopped (SIGTERM) on exit."""
+    server = LiveServer(db_url, workdir, settings_env(settings), port=port or free_port())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def session_server(
+    tmp_path_factory: pytest.TempPathFactory, backend: str, name: str, **settings: object
+) -> Iterator[LiveServer]:
+    """For a long-lived fixture: a fresh database on `backend` and a live server on it."""
+    tmp = tmp_path_factory.mktemp(name)
+    with database_url(backend, tmp) as url, live_server(url, tmp, **settings) as server:
+        yield server

@@ -7,8 +7,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, normalize_url
 from queuelog.storage.scope import EVERYTHING, Scope
 from tests.storage.rows import insert, job
-from tests.support import ADMIN_SECRET, LiveServer, key_refused
+from tests.support import ADMIN_SECRET, key_refused, live_server
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK_CONTRACT = ROOT.parent / "shared" / "tools" / "check_contract.py"
@@ -45,25 +43,6 @@ def create_key(db_url: str, cwd: Path, *args: str) -> str:
     return secret
 
 
-class BareServer(LiveServer):
-    """A live server started without QUEUELOG_ADMIN_KEY unless the test passes one."""
-
-    def env(self) -> dict[str, str]:
-        env = super().env()
-        if "QUEUELOG_ADMIN_KEY" not in self.env_extra:
-            del env["QUEUELOG_ADMIN_KEY"]
-        return env
-
-
-@contextmanager
-def serving(db_url: str, tmp_path: Path, **env: str) -> Iterator[BareServer]:
-    server = BareServer(db_url, tmp_path, env_extra=env).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def test_keys_create_list_revoke_against_a_live_server(db_url: str, tmp_path: Path) -> None:
     producer = create_key(
         db_url,
@@ -78,7 +57,7 @@ def test_keys_create_list_revoke_against_a_live_server(db_url: str, tmp_path: Pa
         "high",
     )
     worker = create_key(db_url, tmp_path, "--name", "mailer", "--role", "worker")
-    with serving(db_url, tmp_path) as server:
+    with live_server(db_url, tmp_path, admin_key=None) as server:
         viewer = "{ viewer { name role allowedTypes maxPriority } }"
         assert server.gql(viewer, key=producer)["viewer"] == {
             "name": "shop",
@@ -152,14 +131,14 @@ def test_keys_create_refuses_bad_input(tmp_path: Path) -> None:
 def test_serve_on_an_empty_database_prints_an_admin_secret_once(
     db_url: str, tmp_path: Path
 ) -> None:
-    with serving(db_url, tmp_path) as server:
+    with live_server(db_url, tmp_path, admin_key=None) as server:
         first_log = server.log()
     lines = first_log.splitlines()
     at = next(i for i, line in enumerate(lines) if "admin API key" in line)
     secret = lines[at + 1].strip()
     assert secret.startswith("qlk_") and len(secret) == 53, first_log
 
-    with serving(db_url, tmp_path) as server:
+    with live_server(db_url, tmp_path, admin_key=None) as server:
         second_log = server.log()  # a new port, so a new log file
         assert server.gql("{ viewer { name role } }", key=secret)["viewer"] == {
             "name": "admin",
@@ -171,7 +150,7 @@ def test_serve_on_an_empty_database_prints_an_admin_secret_once(
 
 def test_serve_takes_the_admin_secret_from_the_environment(tmp_path: Path) -> None:
     db_url = f"sqlite:///{tmp_path / 'q.db'}"
-    with serving(db_url, tmp_path, QUEUELOG_ADMIN_KEY=ADMIN_SECRET) as server:
+    with live_server(db_url, tmp_path, admin_key=ADMIN_SECRET) as server:
         assert server.gql("{ viewer { role } }", key=ADMIN_SECRET)["viewer"] == {"role": "ADMIN"}
         log = server.log()
     assert "admin API key" in log and ADMIN_SECRET not in log

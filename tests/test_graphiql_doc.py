@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.support import ADMIN_SECRET, LiveServer, database_url
+from tests.support import ADMIN_SECRET, LiveServer
 
 DOC = Path(__file__).resolve().parent.parent / "graphiql.md"
 BLOCK = re.compile(r"<!-- as: ([\w-]+)(?:, expect: (\w+))? -->\n```graphql\n(.*?)```", re.S)
@@ -40,32 +39,27 @@ def wait_for_run_at(data: Any) -> None:
         time.sleep(max(0.0, delay) + 0.05)
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_every_operation_in_graphiql_md(backend: str, tmp_path: Path) -> None:
+def test_every_operation_in_graphiql_md(start_server: Callable[..., LiveServer]) -> None:
     keys = {"admin": ADMIN_SECRET}
     results: dict[str, Any] = {}
-    with database_url(backend, tmp_path) as url:
-        server = LiveServer(url, tmp_path).start()
-        try:
-            for who, expect, query in operations():
-                name = re.search(r"(?:query|mutation)\s+(\w+)", query)
-                assert name, f"name every operation in graphiql.md: {query[:40]}"
-                body = server.post(query, key=keys[who]).json()
-                codes = [e.get("extensions", {}).get("code") for e in body.get("errors", [])]
-                codes += [e["code"] for e in user_errors(body.get("data"))]
-                if expect:
-                    assert expect in codes, (name.group(1), body)
-                else:
-                    assert not codes, (name.group(1), body)
-                data = body.get("data") or {}
-                results[name.group(1)] = data
-                for alias in ("producer", "worker"):
-                    made = data.get(alias) if isinstance(data.get(alias), dict) else None
-                    if made and made.get("secret"):
-                        keys[made["apiKey"]["name"]] = made["secret"]
-                wait_for_run_at(data)
-        finally:
-            server.stop()
+    server = start_server()
+    for who, expect, query in operations():
+        name = re.search(r"(?:query|mutation)\s+(\w+)", query)
+        assert name, f"name every operation in graphiql.md: {query[:40]}"
+        body = server.post(query, key=keys[who]).json()
+        codes = [e.get("extensions", {}).get("code") for e in body.get("errors", [])]
+        codes += [e["code"] for e in user_errors(body.get("data"))]
+        if expect:
+            assert expect in codes, (name.group(1), body)
+        else:
+            assert not codes, (name.group(1), body)
+        data = body.get("data") or {}
+        results[name.group(1)] = data
+        for alias in ("producer", "worker"):
+            made = data.get(alias) if isinstance(data.get(alias), dict) else None
+            if made and made.get("secret"):
+                keys[made["apiKey"]["name"]] = made["secret"]
+        wait_for_run_at(data)
 
     assert results["Enqueue"]["enqueueJob"]["job"]["id"] == "1"
     assert results["Fail"]["failJob"]["willRetry"] is True

@@ -7,11 +7,10 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
-from tests.support import LiveServer, database_url
+from tests.support import LiveServer
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -36,34 +35,28 @@ def run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_readme_examples(backend: str, tmp_path: Path) -> None:
-    with database_url(backend, tmp_path) as url:
-        server = LiveServer(url, tmp_path).start()
-        try:
-            env = {**os.environ, **server.env()}
-            first = run(section_block("First steps"), env)
-            assert first.returncode == 0, first.stderr
-            assert "web\tproducer\temail,pdf\thigh\tlive" in first.stdout
-            assert "revoked 'mailer-1'" in first.stdout
+def test_readme_examples(start_server: Callable[..., LiveServer]) -> None:
+    server = start_server()
+    env = {**os.environ, **server.env()}
+    first = run(section_block("First steps"), env)
+    assert first.returncode == 0, first.stderr
+    assert "web\tproducer\temail,pdf\thigh\tlive" in first.stdout
+    assert "revoked 'mailer-1'" in first.stdout
 
-            secrets = {}
-            for role in ("producer", "worker"):
-                made = run(
-                    f".venv/bin/queuelog keys create --name ex-{role} --role {role}"
-                    " --max-priority high",
-                    env,
-                )
-                assert made.returncode == 0, made.stderr
-                secrets[role] = made.stdout.strip().splitlines()[-1]
-            curl = section_block("A worked example with curl").replace(
-                "127.0.0.1:8000", f"127.0.0.1:{server.port}"
-            )
-            env.update(PRODUCER_SECRET=secrets["producer"], WORKER_SECRET=secrets["worker"])
-            done = run(curl, env)
-            assert done.returncode == 0, done.stderr
-        finally:
-            server.stop()
+    secrets = {}
+    for role in ("producer", "worker"):
+        made = run(
+            f".venv/bin/queuelog keys create --name ex-{role} --role {role} --max-priority high",
+            env,
+        )
+        assert made.returncode == 0, made.stderr
+        secrets[role] = made.stdout.strip().splitlines()[-1]
+    curl = section_block("A worked example with curl").replace(
+        "127.0.0.1:8000", f"127.0.0.1:{server.port}"
+    )
+    env.update(PRODUCER_SECRET=secrets["producer"], WORKER_SECRET=secrets["worker"])
+    done = run(curl, env)
+    assert done.returncode == 0, done.stderr
 
     answers = [json.loads(line) for line in done.stdout.replace("}{", "}\n{").splitlines()]
     assert len(answers) == 4 and all("errors" not in a for a in answers), answers

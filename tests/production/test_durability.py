@@ -9,17 +9,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.production.helpers import ENQUEUE, ENQUEUE_MANY, Keys, all_jobs, transitions, wait_for
-from tests.support import BACKENDS, LiveServer, database_url
+from tests.support import BACKENDS, LiveServer, session_server
 
 CLIENTS = 4
-FAST = {"QUEUELOG_MAINTENANCE_INTERVAL_SECONDS": "0.2", "QUEUELOG_BACKOFF_BASE_SECONDS": "0"}
+FAST: dict[str, object] = {"maintenance_interval_seconds": 0.2, "backoff_base_seconds": 0}
 
 
 @dataclass
@@ -27,13 +26,11 @@ class Node:
     """One database and the server currently running on it; each test stops it its own way
     (SIGKILL, SIGTERM) and starts the next one on the same database."""
 
-    db: str
-    workdir: Path
     server: LiveServer
 
     def restart(self) -> LiveServer:
         assert self.server.proc is None, "stop the old server first"
-        self.server = LiveServer(self.db, self.workdir, FAST, _names=self.server._names).start()
+        self.server = self.server.sibling().start()
         return self.server
 
 
@@ -41,9 +38,9 @@ class Node:
 def node(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Node]:
-    tmp = tmp_path_factory.mktemp(f"durable-{request.param}")
-    with database_url(str(request.param), tmp) as url:
-        n = Node(url, tmp, LiveServer(url, tmp, FAST).start())
+    backend = str(request.param)
+    for first in session_server(tmp_path_factory, backend, f"durable-{backend}", **FAST):
+        n = Node(first)
         try:
             yield n
         finally:

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
+from collections.abc import Callable
 
 from tests.production.helpers import CLAIM_MANY, ENQUEUE_MANY, Keys, all_jobs, transitions, wait_for
 from tests.support import LiveServer
 
 N = 60
-FAST = {"QUEUELOG_MAINTENANCE_INTERVAL_SECONDS": "0.2", "QUEUELOG_BACKOFF_BASE_SECONDS": "0"}
+FAST: dict[str, object] = {"maintenance_interval_seconds": 0.2, "backoff_base_seconds": 0}
 
 
-def test_two_servers_rescue_each_expired_lease_once(db: str, tmp_path: Path) -> None:
-    first = LiveServer(db, tmp_path, FAST).start()
-    second = LiveServer(db, tmp_path, FAST).start()
+def test_two_servers_rescue_each_expired_lease_once(
+    start_server: Callable[..., LiveServer],
+) -> None:
+    first = start_server(**FAST)
+    second = start_server(**FAST)
     stop = threading.Event()
     try:
         keys = Keys.make(first, "t1")
@@ -63,5 +65,3 @@ def test_two_servers_rescue_each_expired_lease_once(db: str, tmp_path: Path) -> 
             ], job["id"]
     finally:
         stop.set()
-        first.stop()
-        second.stop()

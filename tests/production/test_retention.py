@@ -4,8 +4,8 @@ their age, with their events, in bounded batches; queueStats stays right."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,63 +65,59 @@ def _cli_prune(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 
 
 def test_maintenance_loop_and_cli_prune(
-    db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    db_url: str,
+    start_server: Callable[..., LiveServer],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    server = LiveServer(
-        db,
-        tmp_path,
-        {
-            "QUEUELOG_MAINTENANCE_INTERVAL_SECONDS": "0.2",
-            "QUEUELOG_PRUNE_INTERVAL_SECONDS": "0.3",
-            "QUEUELOG_RETENTION_COMPLETED_DAYS": str(1 / DAY),
-        },
-    ).start()
-    try:
-        keys = Keys.make(server, "t1")
-        completed, cancelled, failed = (_finish(keys, h) for h in ("complete", "cancel", "fail"))
-        idle = Keys.make(server, "t2")
-        pending = idle.enqueue()["id"]
-        assert idle.stats()["pending"] == 1
-        assert keys.stats() == {
-            "pending": 0,
-            "running": 0,
-            "completed": 1,
-            "failed": 1,
-            "cancelled": 1,
-        }
-        assert _event_count(db, [completed, cancelled]) == 5
+    server = start_server(
+        maintenance_interval_seconds=0.2,
+        prune_interval_seconds=0.3,
+        retention_completed_days=1 / DAY,
+    )
+    keys = Keys.make(server, "t1")
+    completed, cancelled, failed = (_finish(keys, h) for h in ("complete", "cancel", "fail"))
+    idle = Keys.make(server, "t2")
+    pending = idle.enqueue()["id"]
+    assert idle.stats()["pending"] == 1
+    assert keys.stats() == {
+        "pending": 0,
+        "running": 0,
+        "completed": 1,
+        "failed": 1,
+        "cancelled": 1,
+    }
+    assert _event_count(db_url, [completed, cancelled]) == 5
 
-        # Completed and cancelled jobs go after 1 s; failed ones are kept 30 days.
-        wait_for(lambda: _gone(keys, completed) and _gone(keys, cancelled), 10)
-        assert _event_count(db, [completed, cancelled]) == 0
-        assert not _gone(keys, failed) and not _gone(keys, pending)
-        assert keys.stats() == {
-            "pending": 0,
-            "running": 0,
-            "completed": 0,
-            "failed": 1,
-            "cancelled": 0,
-        }
+    # Completed and cancelled jobs go after 1 s; failed ones are kept 30 days.
+    wait_for(lambda: _gone(keys, completed) and _gone(keys, cancelled), 10)
+    assert _event_count(db_url, [completed, cancelled]) == 0
+    assert not _gone(keys, failed) and not _gone(keys, pending)
+    assert keys.stats() == {
+        "pending": 0,
+        "running": 0,
+        "completed": 0,
+        "failed": 1,
+        "cancelled": 0,
+    }
 
-        # The CLI, with a failed-job age of 1 s and batches of 2.
-        more = [_finish(keys, "fail") for _ in range(4)]
-        monkeypatch.setenv("QUEUELOG_DATABASE_URL", db)
-        monkeypatch.setenv("QUEUELOG_RETENTION_FAILED_DAYS", str(1 / DAY))
-        monkeypatch.setenv("QUEUELOG_PRUNE_BATCH_SIZE", "2")
-        time.sleep(1.1)
-        out = _cli_prune(capsys, "--dry-run")
-        assert "would delete 5 failed job(s)" in out
-        assert keys.stats()["failed"] == 5  # a dry run deletes nothing
-        out = _cli_prune(capsys)
-        assert "deleted 5 failed job(s)" in out
-        assert all(_gone(keys, j) for j in [failed, *more])
-        assert _event_count(db, [failed, *more]) == 0
-        assert keys.stats() == dict.fromkeys(
-            ("pending", "running", "completed", "failed", "cancelled"), 0
-        )
-        assert idle.stats()["pending"] == 1
-    finally:
-        server.stop()
+    # The CLI, with a failed-job age of 1 s and batches of 2.
+    more = [_finish(keys, "fail") for _ in range(4)]
+    monkeypatch.setenv("QUEUELOG_DATABASE_URL", db_url)
+    monkeypatch.setenv("QUEUELOG_RETENTION_FAILED_DAYS", str(1 / DAY))
+    monkeypatch.setenv("QUEUELOG_PRUNE_BATCH_SIZE", "2")
+    time.sleep(1.1)
+    out = _cli_prune(capsys, "--dry-run")
+    assert "would delete 5 failed job(s)" in out
+    assert keys.stats()["failed"] == 5  # a dry run deletes nothing
+    out = _cli_prune(capsys)
+    assert "deleted 5 failed job(s)" in out
+    assert all(_gone(keys, j) for j in [failed, *more])
+    assert _event_count(db_url, [failed, *more]) == 0
+    assert keys.stats() == dict.fromkeys(
+        ("pending", "running", "completed", "failed", "cancelled"), 0
+    )
+    assert idle.stats()["pending"] == 1
 
 
 async def test_prune_works_in_bounded_batches(

@@ -9,23 +9,19 @@ from pathlib import Path
 import pytest
 
 from queuelog.config import Settings
-from tests.support import LiveServer, database_url
+from tests.support import LiveServer, database_url, live_server
 
 # The shared test servers raise these limits (tests/support.py); these servers use the
 # shipped defaults.
 DEFAULT_LIMITS = {
-    f"QUEUELOG_{name.upper()}": str(Settings.model_fields[name].default)
+    name: Settings.model_fields[name].default
     for name in ("max_cost", "rate_limit_burst", "auth_failure_burst", "anonymous_rate_limit_burst")
 }
 
 
-def start(tmp: Path, backend: str, **env: str) -> Iterator[LiveServer]:
-    with database_url(backend, tmp) as url:
-        live = LiveServer(url, tmp, env_extra=env).start()
-        try:
-            yield live
-        finally:
-            live.stop()
+def start(tmp: Path, backend: str, **settings: object) -> Iterator[LiveServer]:
+    with database_url(backend, tmp) as url, live_server(url, tmp, **settings) as live:
+        yield live
 
 
 @pytest.fixture(scope="session")
@@ -33,12 +29,8 @@ def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """Shipped defaults (limits, GraphiQL, introspection, no suggestions), except a rate
     limit high enough for the tests' own traffic. The limits are refused before execution,
     so one backend is enough."""
-    env = {
-        **DEFAULT_LIMITS,
-        "QUEUELOG_RATE_LIMIT_BURST": "100000",
-        "QUEUELOG_ANONYMOUS_RATE_LIMIT_BURST": "100000",
-    }
-    yield from start(tmp_path_factory.mktemp("edge"), "sqlite", **env)
+    limits = {**DEFAULT_LIMITS, "rate_limit_burst": 100_000, "anonymous_rate_limit_burst": 100_000}
+    yield from start(tmp_path_factory.mktemp("edge"), "sqlite", **limits)
 
 
 @pytest.fixture(scope="session")
@@ -47,12 +39,12 @@ def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     yield from start(
         tmp_path_factory.mktemp("locked"),
         "sqlite",
-        QUEUELOG_INTROSPECTION="false",
-        QUEUELOG_GRAPHIQL="false",
-        QUEUELOG_FIELD_SUGGESTIONS="true",
-        QUEUELOG_MAX_DEPTH="3",
-        QUEUELOG_EXECUTION_TIMEOUT_SECONDS="0.000001",
-        QUEUELOG_ALLOWED_ORIGINS="https://app.example.com",
+        introspection=False,
+        graphiql=False,
+        field_suggestions=True,
+        max_depth=3,
+        execution_timeout_seconds=0.000001,
+        allowed_origins=("https://app.example.com",),
     )
 
 
@@ -63,10 +55,10 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     yield from start(
         tmp_path_factory.mktemp("limited"),
         "sqlite",
-        QUEUELOG_RATE_LIMIT_PER_SECOND="2",
-        QUEUELOG_RATE_LIMIT_BURST="4",
-        QUEUELOG_AUTH_FAILURES_PER_MINUTE="1",
-        QUEUELOG_AUTH_FAILURE_BURST="3",
-        QUEUELOG_ANONYMOUS_RATE_LIMIT_PER_SECOND=str(1 / 60),
-        QUEUELOG_ANONYMOUS_RATE_LIMIT_BURST="5",
+        rate_limit_per_second=2,
+        rate_limit_burst=4,
+        auth_failures_per_minute=1,
+        auth_failure_burst=3,
+        anonymous_rate_limit_per_second=1 / 60,
+        anonymous_rate_limit_burst=5,
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,25 +15,12 @@ from queuelog.service.jobs import JobService
 from queuelog.storage.db import Database
 from queuelog.storage.tables import job_events, jobs
 from queuelog.storage.tx import Tx
-from tests.reused_db import db_url, session_pg_url  # noqa: F401  (fixtures)
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
+from tests.support import Clock
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def db_url(reused_db_url: str) -> str:
+    return reused_db_url
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.scope import Scope
 from queuelog.storage.tables import jobs
 from queuelog.storage.tx import Tx
-from tests.service.conftest import Clock
+from tests.support import Clock
 
 PRODUCERS = [Actor("p1", Role.PRODUCER), Actor("p2", Role.PRODUCER)]
 WORKERS = [Actor("w1", Role.WORKER), Actor("w2", Role.WORKER)]

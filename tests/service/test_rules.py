@@ -13,7 +13,8 @@ from queuelog.service import errors
 from queuelog.service.backoff import backoff_seconds
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor, EnqueueRequest, Job, Priority, Role, Status
-from tests.service.conftest import T0, Clock, snapshot
+from tests.service.conftest import snapshot
+from tests.support import T0, Clock
 
 P1 = Actor("producer-1", Role.PRODUCER)
 P2 = Actor("producer-2", Role.PRODUCER)

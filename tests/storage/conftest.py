@@ -9,14 +9,10 @@ counts) and `plans.py` (the statements sent and the plans made of them).
 
 import pytest
 
-from queuelog.runtime import Services
-from queuelog.storage.db import Database
-from tests.reused_db import db_url, session_pg_url  # noqa: F401  (fixtures)
-
 # The helpers assert too: pytest rewrites their asserts as it does a test module's.
 pytest.register_assert_rewrite("tests.storage.plans", "tests.storage.rows")
 
 
 @pytest.fixture
-def db(services: Services) -> Database:
-    return services.db
+def db_url(reused_db_url: str) -> str:
+    return reused_db_url

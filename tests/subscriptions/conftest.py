@@ -7,31 +7,36 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.inprocess import live, settings  # noqa: F401  (fixtures)
-from tests.support import BACKENDS, LiveServer, database_url
+from queuelog.config import Settings
+from tests.support import BACKENDS, LiveServer, session_server
 
 # Short protocol timers, a one-event window (so that the table is read, not memory), and a
 # quick re-check of keys: what the production defaults make slow to observe.
-QUICK = {
-    "QUEUELOG_WS_INIT_TIMEOUT_SECONDS": "0.5",
-    "QUEUELOG_WS_PING_INTERVAL_SECONDS": "0.2",
-    "QUEUELOG_KEY_RECHECK_SECONDS": "0.5",
-    "QUEUELOG_MAX_SUBSCRIPTIONS_PER_CONNECTION": "3",
-    "QUEUELOG_EVENT_WINDOW": "1",
+QUICK: dict[str, object] = {
+    "ws_init_timeout_seconds": 0.5,
+    "ws_ping_interval_seconds": 0.2,
+    "key_recheck_seconds": 0.5,
+    "max_subscriptions_per_connection": 3,
+    "event_window": 1,
 }
+
+
+@pytest.fixture
+def settings(db_url: str) -> Settings:
+    """For the in-process server (`live`): hundreds of subscriptions from one key within
+    seconds, which the per-key rate limit (WebSocket operations spend it too) would refuse."""
+    return Settings(
+        database_url=db_url, job_types=("email", "pdf", "sync"), rate_limit_per_second=0
+    )
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
 def quick(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
-    tmp = tmp_path_factory.mktemp(f"quick-{request.param}")
-    with database_url(str(request.param), tmp) as url:
-        live = LiveServer(url, tmp, env_extra=dict(QUICK)).start()
-        try:
-            yield live
-        finally:
-            live.stop()
+    yield from session_server(
+        tmp_path_factory, str(request.param), f"quick-{request.param}", **QUICK
+    )
 
 
 def cli(server: LiveServer, *args: str, **env: str) -> str:

@@ -3,25 +3,17 @@ LISTEN/NOTIFY with polling behind it; SQLite: polling)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from tests.subscriptions.wsclient import claim, complete, enqueue, ws
-from tests.support import ADMIN_SECRET, BACKENDS, LiveServer, database_url
+from tests.support import ADMIN_SECRET, LiveServer
 
 
-@pytest.fixture(params=BACKENDS)
-def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[LiveServer, LiveServer]]:
-    with database_url(str(request.param), tmp_path) as url:
-        a = LiveServer(url, tmp_path).start()
-        b = LiveServer(url, tmp_path)
-        try:
-            yield a, b.start()
-        finally:
-            b.stop()
-            a.stop()
+@pytest.fixture
+def pair(start_server: Callable[..., LiveServer]) -> tuple[LiveServer, LiveServer]:
+    return start_server(), start_server()
 
 
 async def test_two_servers_see_each_other_s_changes(pair: tuple[LiveServer, LiveServer]) -> None:

@@ -89,7 +89,7 @@ async def test_a_cursor_older_than_retention_is_expired(quick: LiveServer, job_t
 
 async def test_shutdown_completes_open_subscriptions(quick: LiveServer, job_type: str) -> None:
     key = quick.create_key("PRODUCER", [job_type])
-    other = LiveServer(quick.db_url, quick.workdir, env_extra=quick.env_extra).start()
+    other = quick.sibling().start()
     try:
         _, start = enqueue(other, key, job_type)
         async with ws(other, key) as client:

@@ -1,12 +1,6 @@
-"""A real `queuelog serve` in a subprocess, and fresh databases to run it on.
-
-For queuelog's own tests and benchmarks, and for applications that want a real queue in
-their test suites:
-
-    with database_url("sqlite", tmp_path) as url, ServerProcess(url, tmp_path) as server:
-        secret = server.create_key("PRODUCER")
-        server.gql('mutation { enqueueJob(input: {type: "email"}) { job { id } } }', key=secret)
-"""
+"""A real `queuelog serve` in a subprocess, and fresh databases to run it on: what the
+tests (through `tests.support.live_server`) and the benchmarks start. It lives beside the
+tests, not in the package, because it needs the test extra (httpx)."""
 
 from __future__ import annotations
 
@@ -33,7 +27,7 @@ PG_ADMIN_URL = os.environ.get(
 )
 DATABASE_PREFIX = "queuelog_test_"
 
-# One pooled client for every server of the process: a new httpx client costs ~20 ms.
+# One pooled client for every server of the process: a new client per call is slow.
 _CLIENT = httpx.Client()
 
 
