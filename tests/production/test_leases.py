@@ -67,7 +67,7 @@ def test_heartbeat_extends_the_lease(prod: LiveServer, job_type: str) -> None:
 async def test_heartbeats_keep_a_job_past_its_first_lease(
     service: JobService, clock: Clock, producer: Actor, worker: Actor
 ) -> None:
-    job = await service.enqueue(producer, EnqueueRequest(type="email"))
+    job, _ = await service.enqueue(producer, EnqueueRequest(type="email"))
     await service.claim(worker, ["email"], 1, 1)
     for _ in range(4):  # 2 s of work under 1 s leases, each renewed in time
         await service.heartbeat(worker, job.id, 1)
@@ -138,7 +138,7 @@ def test_crash_drill_worker_disappears_and_completes_late(prod: LiveServer, job_
 async def test_expired_but_not_yet_rescued_lease_is_no_longer_held(
     service: JobService, clock: Clock, producer: Actor, worker: Actor, admin: Actor
 ) -> None:
-    job = await service.enqueue(producer, EnqueueRequest(type="email"))
+    job, _ = await service.enqueue(producer, EnqueueRequest(type="email"))
     await service.claim(worker, ["email"], 1, 1)
     clock.advance(1)  # the lease has ended; no maintenance pass has run
     with pytest.raises(DomainError) as late:
