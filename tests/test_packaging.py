@@ -124,9 +124,7 @@ for module in modules:
 def test_every_module_imports_with_only_the_runtime_dependencies() -> None:
     allowed = closure(declared())
     blocked = sorted(
-        top
-        for top, dists in providers().items()
-        if is_third_party(top) and not dists & allowed
+        top for top, dists in providers().items() if is_third_party(top) and not dists & allowed
     )
     assert "pytest" in blocked  # the test extra's, not the package's
     done = subprocess.run(
