@@ -48,9 +48,12 @@ BACKENDS = ("sqlite", "postgresql")
 JOB_TYPES = ("email", "pdf", "sync", *(f"t{i}" for i in range(1000)))
 ADMIN_SECRET = "ql_test_admin_secret_0123456789abcdef"
 # Many tests share one server and one admin key, and some read every job with its whole
-# history: the edge's limits are tested by tests/security on servers of their own.
+# history: the edge's limits are tested by tests/security on servers of their own. Two
+# readers each keep the test servers' PostgreSQL connections few, as parallel test runs
+# share one PostgreSQL.
 TEST_SETTINGS: dict[str, object] = {
     "maintenance_interval_seconds": 0.5,
+    "pool_size": 2,
     "rate_limit_per_second": 100_000,
     "rate_limit_burst": 100_000,
     "auth_failure_burst": 100_000,
