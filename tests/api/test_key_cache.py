@@ -6,7 +6,6 @@ import asyncio
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from queuelog.auth.keys import KeyStore
 from queuelog.runtime import Services
 from queuelog.service.models import Role
 from queuelog.storage import keys as keys_sql
-from tests.support import ADMIN_SECRET, LiveServer, database_url, key_refused
+from tests.support import ADMIN_SECRET, LiveServer, key_refused
 
 
 async def test_a_verified_key_is_cached_and_a_revocation_drops_it(services: Services) -> None:
@@ -122,22 +121,16 @@ async def test_a_caller_that_leaves_does_not_cancel_the_shared_lookup(
 
 @pytest.mark.parametrize("backend", ["postgresql"])
 def test_a_revocation_on_one_replica_reaches_the_others_at_once(
-    backend: str, tmp_path: Path
+    start_server: Callable[..., LiveServer],
 ) -> None:
     """Two servers on one PostgreSQL database with a long key cache: the NOTIFY of the
     revocation, not the cache's expiry, makes the other replica refuse the key."""
-    slow_cache = {"QUEUELOG_KEY_CACHE_SECONDS": "60"}
-    with database_url(backend, tmp_path) as url:
-        a = LiveServer(url, tmp_path, dict(slow_cache)).start()
-        b = LiveServer(url, tmp_path, dict(slow_cache)).start()
-        try:
-            secret = a.create_key("PRODUCER", name="replicated")
-            assert b.post("{ viewer { name } }", key=secret).status_code == 200  # now cached
-            a.gql('mutation { revokeApiKey(name: "replicated") }', key=ADMIN_SECRET)
-            deadline = time.monotonic() + 5
-            while not key_refused(b.post("{ viewer { name } }", key=secret)):
-                assert time.monotonic() < deadline, "replica b still accepts the revoked key"
-                time.sleep(0.05)
-        finally:
-            a.stop()
-            b.stop()
+    a = start_server(key_cache_seconds=60)
+    b = start_server(key_cache_seconds=60)
+    secret = a.create_key("PRODUCER", name="replicated")
+    assert b.post("{ viewer { name } }", key=secret).status_code == 200  # now cached
+    a.gql('mutation { revokeApiKey(name: "replicated") }', key=ADMIN_SECRET)
+    deadline = time.monotonic() + 5
+    while not key_refused(b.post("{ viewer { name } }", key=secret)):
+        assert time.monotonic() < deadline, "replica b still accepts the revoked key"
+        time.sleep(0.05)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from queuelog.services import Services
+from queuelog.runtime import Services
 from tests.api.attack import (
     COMPLETE,
     FAIL,

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from queuelog.runtime import Services
 from queuelog.service.errors import DomainError
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor, EnqueueRequest, Status
-from queuelog.services import Services
 from tests.production.conftest import DEFAULT_LEASE
 from tests.production.helpers import (
     COMPLETE,

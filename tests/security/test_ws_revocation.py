@@ -16,7 +16,7 @@ import pytest
 
 from tests.security.ws import PROTOCOLS, Socket, acknowledged, errors_of
 from tests.subscriptions.conftest import cli
-from tests.support import ADMIN_SECRET, BACKENDS, LiveServer, database_url
+from tests.support import ADMIN_SECRET, BACKENDS, LiveServer, database_url, live_server
 
 QUERY = "{ viewer { name } }"
 MUTATION = 'mutation { enqueueJob(input: {type: "email"}) { job { id } } }'
@@ -33,9 +33,8 @@ def replicas(
     """A server, and how another process revokes a key on its database."""
     backend = str(request.param)
     tmp: Path = tmp_path_factory.mktemp(f"revoke-{backend}")
-    with database_url(backend, tmp) as url:
-        server = LiveServer(url, tmp).start()
-        other = LiveServer(url, tmp).start() if backend == "postgresql" else None
+    with database_url(backend, tmp) as url, live_server(url, tmp) as server:
+        other = server.sibling().start() if backend == "postgresql" else None
         try:
 
             def revoke(name: str) -> None:
@@ -53,7 +52,6 @@ def replicas(
         finally:
             if other is not None:
                 other.stop()
-            server.stop()
 
 
 def _refused(messages: list[dict[str, Any]]) -> bool:

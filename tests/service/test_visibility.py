@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor, EnqueueRequest, Job, Role, Status
-from tests.service.conftest import Clock
 from tests.service.test_rules import ADMIN, P1, P2, W1, W2, claim_one, refused
+from tests.support import Clock
 
 KEY = "order-17"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import LiveServer
+from tests.support import LiveServer, live_server
 
 
 @dataclass
@@ -32,11 +32,8 @@ def keys(server: LiveServer, job_type: str) -> Keys:
 
 @pytest.fixture
 def own_server(db_url: str, tmp_path: Path) -> Iterator[LiveServer]:
-    live = LiveServer(db_url, tmp_path).start()
-    try:
+    with live_server(db_url, tmp_path) as live:
         yield live
-    finally:
-        live.stop()
 
 
 def restart(server: LiveServer) -> None:
