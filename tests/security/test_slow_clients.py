@@ -22,9 +22,9 @@ def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     yield from start(
         tmp_path_factory.mktemp("bounded"),
         "sqlite",
-        QUEUELOG_HTTP_REQUEST_TIMEOUT_SECONDS=str(REQUEST_TIMEOUT),
-        QUEUELOG_MAX_CONNECTIONS=str(MAX_CONNECTIONS),
-        QUEUELOG_HTTP_MAX_HEADER_BYTES="8192",
+        http_request_timeout_seconds=REQUEST_TIMEOUT,
+        max_connections=MAX_CONNECTIONS,
+        http_max_header_bytes=8192,
     )
 
 

@@ -19,12 +19,12 @@ INIT_TIMEOUT = 1.0
 def sockets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """The shipped limits, a short connection_init timeout. Nothing here reaches storage
     beyond key lookups, so one backend is enough."""
-    env = {
+    settings = {
         **DEFAULT_LIMITS,
-        "QUEUELOG_RATE_LIMIT_BURST": "100000",
-        "QUEUELOG_WS_INIT_TIMEOUT_SECONDS": str(INIT_TIMEOUT),
+        "rate_limit_burst": 100_000,
+        "ws_init_timeout_seconds": INIT_TIMEOUT,
     }
-    yield from start(tmp_path_factory.mktemp("sockets"), "sqlite", **env)
+    yield from start(tmp_path_factory.mktemp("sockets"), "sqlite", **settings)
 
 
 @pytest.fixture

@@ -148,9 +148,14 @@ def test_each_status_is_spelled_once_in_the_package() -> None:
     migrations, frozen history, aside)."""
     root = Path(queuelog.__file__).parent
     spelled = {s.value for s in Status}
+    # The client side (client/, worker/, cli_client.py) is the API's caller, not the server:
+    # it speaks the API's statuses and imports none of the server's modules.
+    client_side = ("client", "worker")
     found = []
     for path in root.rglob("*.py"):
-        if "migrations" in path.parts or path.name == "lifecycle.py":
+        if "migrations" in path.parts or path.name in ("lifecycle.py", "cli_client.py"):
+            continue
+        if path.relative_to(root).parts[0] in client_side:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value in spelled:
