@@ -152,7 +152,7 @@ AT_THE_LIMIT = {"blob": "x" * (CEILING - 24)}
 @pytest.fixture(scope="module")
 def small_responses(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     tmp: Path = tmp_path_factory.mktemp("small-responses")
-    yield from start(tmp, "sqlite", **DEFAULT_LIMITS, QUEUELOG_MAX_RESPONSE_BYTES=str(CEILING))
+    yield from start(tmp, "sqlite", **DEFAULT_LIMITS, max_response_bytes=CEILING)
 
 
 @pytest.fixture(scope="module")
