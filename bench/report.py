@@ -1,5 +1,6 @@
-"""docs/benchmarks.md and the claim-latency plot, from the results of one run. Section 6 and
-the Targets rows against the peers are report_peers.py's."""
+"""docs/performance.md and the claim-latency plot, from the results of one run, followed by
+the hand-written notes of bench/notes.md. Section 6 and the Targets rows against the peers
+are report_peers.py's."""
 
 from __future__ import annotations
 
@@ -57,13 +58,17 @@ def _cpus() -> list[str]:
     return [line for line in text.splitlines() if line.startswith("processor")]
 
 
+NOTES = Path(__file__).with_name("notes.md")
+
+
 def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
     be = results["backends"]
     names = list(be)
     out = [
-        "# Benchmarks",
+        "# Performance",
         "",
-        "Written by `make bench` (`python -m bench`); do not edit by hand. Every figure is the "
+        "Written by `make bench` (`python -m bench`) from its results in `benchmarks.json`; do "
+        "not edit by hand (the last section comes from `bench/notes.md`). Every figure is the "
         "median of repeated runs; every speed is also a ratio to a reference measured in the "
         "same run, since the machine is shared and noisy: trust the ratios over the absolute "
         "figures.",
@@ -74,7 +79,7 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
         "",
         "## Machine",
         "",
-        *machine(),
+        *results.get("machine", ()),
         "",
         "## Targets",
         "",
@@ -190,7 +195,8 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
                 f"{m['start_mib']:.1f} MiB after warm-up, {m['end_mib']:.1f} MiB at the end, "
                 f"peak {m['max_mib']:.1f} MiB: drift {m['drift_pct']:+.1f} %."
             )
-    out += ["", "## Notes", "", *[f"- {n}" for n in notes], ""]
+    out += ["", "## Notes on this run", "", *[f"- {n}" for n in notes], ""]
+    out += [NOTES.read_text().rstrip("\n"), ""]
     return "\n".join(out)
 
 
