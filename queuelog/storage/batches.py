@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 
 from queuelog.storage.dialects import Dialect
@@ -20,11 +23,11 @@ class ConnectionLost(Exception):
 
 
 class CommitFailed(Exception):
-    """The writes ran, and then their COMMIT raised `error`."""
+    """The writes ran, with these `outcomes`, and then their COMMIT raised `error`."""
 
-    def __init__(self, error: Exception, results: list[Any], tx: Tx) -> None:
+    def __init__(self, error: Exception, outcomes: list[Outcome], tx: Tx) -> None:
         super().__init__(error)
-        self.error, self.results, self.tx = error, results, tx
+        self.error, self.outcomes, self.tx = error, outcomes, tx
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,26 +45,72 @@ Queued = tuple[Call, Future, asyncio.AbstractEventLoop | None]
 Settled = tuple[Future, bool, Any]
 
 
-def run_calls(tx: Tx, calls: list[Call]) -> list[Any]:
-    """Each call's result, in order. The `Rows` run last, those of one function as one call
+Outcome = tuple[bool, Any]  # (True, a write's result) or (False, the error it raised)
+
+
+def run_calls(tx: Tx, calls: list[Call]) -> list[Outcome]:
+    """Each call's outcome, in order. The `Rows` run last, those of one function as one call
     over all their rows: concurrent inserts become one statement, and on PostgreSQL, where
     that statement takes the event-order lock (held until COMMIT), the other writes of the
     transaction run before it, not under it. (The writes of one batch were queued
-    concurrently: no caller can tell the order they ran in.)"""
-    results: list[Any] = [None] * len(calls)
+    concurrently: no caller can tell the order they ran in.)
+
+    With more than one call, a call that raises costs only itself: it is undone to its own
+    savepoint and gets its error, the rest go on (a `Rows` call that raises runs again for
+    each of its writers apart). A lone call's error, or one that leaves the transaction
+    unusable (its connection gone), raises for the whole batch."""
+    guarded = len(calls) > 1
+    outcomes: list[Outcome] = [(False, None)] * len(calls)
     groups: dict[Callable[[Tx, list[Any]], list[Any]], list[tuple[int, Rows]]] = {}
     for i, call in enumerate(calls):
         if isinstance(call, Rows):
             groups.setdefault(call.fn, []).append((i, call))
         else:
-            results[i] = call(tx)
+            outcomes[i] = _run(tx, call, guarded)
     for fn, members in groups.items():
-        out = fn(tx, [row for _, member in members for row in member.rows])
+        ok, out = _run(tx, functools.partial(_all_rows, fn, members), guarded)
+        if not ok and len(members) > 1:  # whose rows failed? each writer's apart
+            for i, member in members:
+                outcomes[i] = _run(tx, functools.partial(_all_rows, fn, [(i, member)]), True)
+            continue
         start = 0
         for i, member in members:
-            results[i] = out[start : start + len(member.rows)]
+            outcomes[i] = (True, out[start : start + len(member.rows)]) if ok else (ok, out)
             start += len(member.rows)
-    return results
+    return outcomes
+
+
+def _all_rows(
+    fn: Callable[[Tx, list[Any]], list[Any]], members: list[tuple[int, Rows]], tx: Tx
+) -> list[Any]:
+    return fn(tx, [row for _, member in members for row in member.rows])
+
+
+def _run(tx: Tx, call: Callable[[Tx], Any], guarded: bool) -> Outcome:
+    """`call`'s outcome; `guarded`: under a savepoint, undone to it if it raises."""
+    if not guarded:
+        return True, call(tx)
+    events, done, appended = len(tx.events), set(tx.done), tx.appended
+    cur = tx.driver_cursor()
+    cur.execute(tx.dialect.SAVEPOINT)
+    try:
+        return True, call(tx)
+    except Exception as exc:
+        if tx.dialect.connection_gone(tx.conn):
+            raise
+        try:
+            cur.execute(tx.dialect.ROLLBACK_TO_SAVEPOINT)
+        except Exception:
+            raise exc from None
+        del tx.events[events:]
+        tx.done, tx.appended = done, appended
+        return False, exc
+
+
+def database_error(exc: BaseException) -> bool:
+    """Whether `exc` came from the database (it may not recur: a deadlock, a lost race),
+    rather than from a rule a write applies."""
+    return isinstance(exc, sa.exc.SQLAlchemyError | sqlite3.Error | psycopg.Error)
 
 
 def invalidate_if_lost(conn: sa.Connection, dialect: Dialect) -> bool:

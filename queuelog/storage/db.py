@@ -30,6 +30,7 @@ from queuelog.storage.batches import (
     Call,
     CommitFailed,
     ConnectionLost,
+    Outcome,
     Queued,
     Rows,
     Settled,
@@ -162,7 +163,7 @@ class Database:
         """`write(fn, rows)` for a write that takes rows and returns one result per row, in
         order: writes of the same `fn` queued together run as one call over all their rows
         (concurrent enqueues become one INSERT), and each gets its own rows' results back.
-        If that call raises, each write runs again alone, as any write does."""
+        If that call raises, each write's rows run again apart (`batches.run_calls`)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[T]] = loop.create_future()
         self._submit((Rows(fn, rows), future, loop))
@@ -231,7 +232,9 @@ class Database:
                     self._drain()
 
     def _drain(self) -> None:
-        """Run the queued writes (in a writer thread). All commit together; if any raises,
+        """Run the queued writes (in a writer thread). All commit together; one that raises
+        is undone alone (`batches.run_calls`), and if the database refused it, it runs
+        once more alone, as it would have had it come alone. If the batch as a whole fails,
         each runs again alone, so one write's failure never undoes another's."""
         batch: list[Queued] = []
         queued = self._queue
@@ -241,9 +244,14 @@ class Database:
         if not batch:
             return
         calls = [call for call, _, _ in batch]
-        outcomes: list[tuple[bool, Any]]
+        outcomes: list[Outcome]
         try:
-            outcomes = [(True, r) for r in self._run_together(calls)]
+            outcomes = self._run_together(calls)
+            if len(batch) > 1:
+                outcomes = [
+                    self._run_alone(c) if not ok and batches.database_error(v) else (ok, v)
+                    for c, (ok, v) in zip(calls, outcomes, strict=True)
+                ]
         except CommitFailed as failed:
             outcomes = self._after_failed_commit(failed, calls)
         except Exception as exc:
@@ -309,28 +317,28 @@ class Database:
             with contextlib.suppress(Exception):
                 conn.close()
 
-    def _run_together(self, calls: list[Call]) -> list[Any]:
+    def _run_together(self, calls: list[Call]) -> list[Outcome]:
         return self._once_more_if_lost(functools.partial(self._run_once, calls))
 
-    def _run_once(self, calls: list[Call], retry: bool) -> list[Any]:
+    def _run_once(self, calls: list[Call], retry: bool) -> list[Outcome]:
         committing = False
         try:
             with self._transaction() as conn:
                 tx = Tx(conn, self.sql)
                 with batches.marking_lost(tx, retry):
-                    results = run_calls(tx, calls)
+                    outcomes = run_calls(tx, calls)
                     if tx.events:
                         self._append_events(tx)
                 committing = True
         except Exception as exc:
             if committing:
-                raise CommitFailed(exc, results, tx) from exc
+                raise CommitFailed(exc, outcomes, tx) from exc
             raise
         if self.checkpointer is not None:
             self.checkpointer.committed()
         if tx.has_events:
             self._notify_commit()
-        return results
+        return outcomes
 
     def _connection_lost(self) -> None:
         for engine in (self.postgres, self.postgres_readers):
@@ -341,9 +349,7 @@ class Database:
         for listener in self._commit_listeners:
             listener()
 
-    def _after_failed_commit(
-        self, failed: CommitFailed, calls: list[Call]
-    ) -> list[tuple[bool, Any]]:
+    def _after_failed_commit(self, failed: CommitFailed, calls: list[Call]) -> list[Outcome]:
         """The outcomes of writes whose COMMIT raised. A COMMIT can take effect and still
         raise (the connection dropped before its answer came back): running the writes
         again would then apply them twice. So they run again only if their transaction
@@ -355,14 +361,14 @@ class Database:
         if status == "committed":
             if failed.tx.has_events:
                 self._notify_commit()
-            return [(True, r) for r in failed.results]
+            return failed.outcomes
         if status == "aborted" and len(calls) > 1:
             return [self._run_alone(c) for c in calls]
         return [(False, failed.error)] * len(calls)
 
-    def _run_alone(self, call: Call) -> tuple[bool, Any]:
+    def _run_alone(self, call: Call) -> Outcome:
         try:
-            return True, self._run_together([call])[0]
+            return self._run_together([call])[0]
         except CommitFailed as failed:
             return self._after_failed_commit(failed, [call])[0]
         except Exception as exc:

@@ -94,6 +94,11 @@ class Dialect:
     GET_JOB: ClassVar[str] = f"SELECT {COLUMNS} FROM jobs WHERE id = ?"
     EXPIRED_LEASES: ClassVar[str]
     ROW_LOCK: ClassVar[str]  # appended to a SELECT that locks the rows it reads
+    # Each write of a group commit runs under a savepoint of its own, so that one that
+    # raises is undone alone (`storage.batches.run_calls`). Savepoints of one name nest;
+    # none is released: COMMIT keeps what each holds.
+    SAVEPOINT: ClassVar[str] = "SAVEPOINT queuelog_write"
+    ROLLBACK_TO_SAVEPOINT: ClassVar[str] = "ROLLBACK TO SAVEPOINT queuelog_write"
     notifies: ClassVar[bool] = False  # whether other processes are told of commits
     inserts_events_with_jobs: ClassVar[bool] = False  # see `PostgresDialect.insert_jobs`
 
