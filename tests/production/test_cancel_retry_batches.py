@@ -271,7 +271,7 @@ async def test_complete_is_one_statement_on_jobs(
     assert [s for s in seen if s not in bookkeeping] == ["UPDATE JOBS SET"], seen
 
     other = Actor("another-worker", Role.WORKER)
-    with pytest.raises(errors.NotJobOwner, match="held by another worker"):
+    with pytest.raises(errors.NotFound, match=f"no job {second.id}"):
         await services.service.complete(other, second.id, None)
     with pytest.raises(errors.InvalidState, match="is completed, not running"):
         await services.service.complete(worker, first.id, None)
