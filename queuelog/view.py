@@ -6,6 +6,8 @@ timeout, and a short path for the request nearly every client sends.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from collections.abc import Awaitable
 from typing import Any
 
@@ -33,6 +35,9 @@ SUBSCRIPTIONS_OVER_WEBSOCKET = (
     "subscriptions are served over WebSocket only: connect to this URL with the "
     "graphql-transport-ws subprotocol"
 )
+# A run of digits as long as the shortest integer orjson would not read exactly.
+_LONG_DIGITS = re.compile(r"\d{19}")
+_LONG_DIGIT_BYTES = re.compile(rb"\d{19}")
 _HTTP_CODES = {405: "METHOD_NOT_ALLOWED", 406: "NOT_ACCEPTABLE", 415: "UNSUPPORTED_MEDIA_TYPE"}
 # Request errors (no `data`) whose status is not 400.
 _STATUS_BY_CODE = {"EXECUTION_TIMEOUT": 503, "INTERNAL_SERVER_ERROR": 500}
@@ -207,8 +212,19 @@ class SpecGraphQL(GraphQL[Context, None]):
 
     def decode_json(self, data: str | bytes) -> object:
         # orjson: strict UTF-8, and nesting past 1,024 levels is a JSONDecodeError, not a
-        # RecursionError.
-        return orjson.loads(data)
+        # RecursionError. Every transport (POST, GET's variables, WebSocket) reads here.
+        value = orjson.loads(data)
+        long_digits = (
+            _LONG_DIGITS.search(data) if isinstance(data, str) else _LONG_DIGIT_BYTES.search(data)
+        )
+        if long_digits:
+            # orjson reads an integer beyond 64 bits as a float: such a document is read
+            # again, its integers exact, for the service to keep or refuse, never to round.
+            try:
+                value = json.loads(data)
+            except (RecursionError, ValueError):  # too deep for it, or too long a number
+                raise orjson.JSONDecodeError("nested too deeply to read", "", 0) from None
+        return value
 
     def parse_json(self, data: str | bytes) -> Any:
         try:

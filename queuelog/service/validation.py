@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,6 +18,10 @@ from queuelog.service.models import Actor, EnqueueRequest, Role
 MAX_RETRIES_LIMIT = 25
 KEY_MAX_LEN = 255
 RUN_AT_GRACE = timedelta(hours=1)
+# Levels of objects and arrays a payload or result may nest: well inside what the JSON
+# encoder and every response envelope around a payload can hold.
+JSON_MAX_DEPTH = 100
+INT_MIN, INT_MAX = -(2**63), 2**64 - 1  # the integers JSON text here carries exactly
 
 
 def job_type(
@@ -31,7 +36,9 @@ def job_type(
 
 
 def serialize(value: Any, limit: int, field: Sequence[str], what: str) -> str:
-    """JSON text of `value`, refusing what JSON cannot hold or what exceeds `limit` bytes."""
+    """JSON text of `value`, refusing what exceeds `limit` bytes or what JSON text would not
+    carry back exactly (`check_json`)."""
+    check_json(value, field, what)
     try:
         data = orjson.dumps(value)
     except (orjson.JSONEncodeError, TypeError) as exc:
@@ -41,6 +48,41 @@ def serialize(value: Any, limit: int, field: Sequence[str], what: str) -> str:
             f"{what} is {len(data)} bytes serialized; the limit is {limit} bytes", field
         )
     return data.decode()
+
+
+def check_json(value: Any, field: Sequence[str], what: str) -> None:
+    """Refuse a payload or result that would not come back as it was sent: nested deeper
+    than JSON_MAX_DEPTH, or holding a number that JSON text cannot carry exactly (an
+    integer beyond 64 bits, an infinity or NaN, which would be stored as a float or null).
+    One depth for every path: what is accepted here is always stored, hashed and served."""
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        _check_scalar(value, field, what)
+        return
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > JSON_MAX_DEPTH:
+            raise errors.ValidationFailed(
+                f"{what} nests objects and arrays deeper than {JSON_MAX_DEPTH} levels", field
+            )
+        for child in item.values() if type(item) is dict else item:
+            kind = type(child)
+            if kind is dict or kind is list:
+                pending.append((child, depth + 1))
+            elif kind is int or kind is float:
+                _check_scalar(child, field, what)
+
+
+def _check_scalar(value: Any, field: Sequence[str], what: str) -> None:
+    if type(value) is int and not INT_MIN <= value <= INT_MAX:
+        raise errors.ValidationFailed(
+            f"{what} holds an integer beyond 64 bits, which it would not keep exactly; "
+            "send it as a string",
+            field,
+        )
+    if type(value) is float and not math.isfinite(value):
+        raise errors.ValidationFailed(f"{what} holds {value}, which JSON cannot hold", field)
 
 
 def idempotency_key(key: str, field: Sequence[str]) -> str:
@@ -84,18 +126,20 @@ def run_at(
 
 
 def request_hash(req: EnqueueRequest) -> str:
-    """What makes two enqueues with one idempotency key 'the same request'."""
-    canonical = orjson.dumps(
-        {
-            "type": req.type,
-            "payload": req.payload,
-            "priority": int(req.priority),
-            "max_retries": req.max_retries,
-            "run_at": None if req.run_at is None else req.run_at.isoformat(),
-            "delay_seconds": req.delay_seconds,
-        },
-        option=orjson.OPT_SORT_KEYS,
-    )
+    """What makes two enqueues with one idempotency key 'the same request': a digest of
+    its fields as one JSON object with sorted keys. The object is written out around the
+    payload's own text, so hashing nests the payload no deeper than storing it does."""
+    fields = {
+        "delay_seconds": req.delay_seconds,
+        "max_retries": req.max_retries,
+        "priority": int(req.priority),
+        "run_at": None if req.run_at is None else req.run_at.isoformat(),
+        "type": req.type,
+    }
+    head = orjson.dumps({k: fields[k] for k in ("delay_seconds", "max_retries")})
+    tail = orjson.dumps({k: fields[k] for k in ("priority", "run_at", "type")})
+    payload = orjson.dumps(req.payload, option=orjson.OPT_SORT_KEYS)
+    canonical = head[:-1] + b',"payload":' + payload + b"," + tail[1:]
     return hashlib.sha256(canonical).hexdigest()
 
 
