@@ -89,7 +89,11 @@ async def jobs(
 
 async def queue_stats(info: Info, type: str | None = None) -> QueueStats:
     actor = info.context.require_actor()
-    return QueueStats(**await info.context.service.counts(actor, type))
+    try:
+        counts = await info.context.service.counts(actor, type)
+    except ValidationFailed as exc:
+        raise bad_input(exc.message, exc.field) from None
+    return QueueStats(**counts)
 
 
 async def api_keys(info: Info) -> list[ApiKey]:

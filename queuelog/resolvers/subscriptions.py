@@ -12,6 +12,8 @@ from queuelog.events.feed import CursorAhead, CursorExpired, Interest, KeyRevoke
 from queuelog.resolvers.context import Context, bad_input
 from queuelog.resolvers.queries import parse_id
 from queuelog.schema.types import JobEvent, JobStatus
+from queuelog.service import validation
+from queuelog.service.errors import ValidationFailed
 
 Info = strawberry.Info[Context, None]
 CURSOR_DIGITS = 18
@@ -31,10 +33,15 @@ async def job_status_changed(
     after: str | None = None,
 ) -> AsyncGenerator[JobEvent, None]:
     ctx = info.context
+    viewer = ctx.require_actor()
+    try:
+        job_type = validation.filter_text(type, ["type"])
+    except ValidationFailed as exc:
+        raise bad_input(exc.message, exc.field) from None
     interest = Interest(
-        viewer=ctx.require_actor(),
+        viewer=viewer,
         job_id=None if job_id is None else (parse_id(job_id) or -1),
-        job_type=type,
+        job_type=job_type,
         statuses=None if statuses is None else frozenset(statuses),
     )
     cursor = None if after is None else parse_cursor(after)

@@ -85,6 +85,14 @@ def _check_scalar(value: Any, field: Sequence[str], what: str) -> None:
         raise errors.ValidationFailed(f"{what} holds {value}, which JSON cannot hold", field)
 
 
+def filter_text(value: str | None, field: Sequence[str]) -> str | None:
+    """A string compared in SQL as it is (a filter such as a job type): the one rule for
+    them all. NUL is refused: PostgreSQL cannot take it, and no stored text holds it."""
+    if value is not None and "\x00" in value:
+        raise errors.ValidationFailed(f"{field[-1]} must not contain NUL characters", field)
+    return value
+
+
 def idempotency_key(key: str, field: Sequence[str]) -> str:
     if not 1 <= len(key) <= KEY_MAX_LEN:
         raise errors.ValidationFailed(
