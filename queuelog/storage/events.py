@@ -33,7 +33,9 @@ def after(
     scope: Scope = EVERYTHING,
     upto: int | None = None,
 ) -> list[Row[Any]]:
-    """Events in `scope` with id > cursor (and <= upto), oldest first, filtered."""
+    """Events in `scope` with id > cursor (and <= upto), oldest first, filtered. A scope
+    is read by its own index (`Dialect.selective`): a key replaying from an old cursor reads
+    its own events, never a walk of every later event of others."""
     cond: list[sa.ColumnElement[bool]] = [E.id > cursor]
     if upto is not None:
         cond.append(E.id <= upto)
@@ -43,7 +45,7 @@ def after(
         cond.append(E.job_type == job_type)
     if statuses:
         cond.append(E.status.in_(statuses))
-    cond += scope.where(job_events)
+    cond += [tx.dialect.selective(c) for c in scope.where(job_events)]
     stmt = sa.select(*E).where(*cond).order_by(E.id).limit(limit)
     return list(tx.conn.execute(stmt).all())
 

@@ -121,6 +121,16 @@ job_events = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("occurred_at", UTCDateTime, nullable=False),
     sa.Index("ix_job_events_job", "job_id", "id"),
+    # A producer's or a worker's replay reads only its own events, in id order, however
+    # many events of others lie after its cursor (migration 0006).
+    sa.Index("ix_job_events_producer", "producer", "id"),
+    sa.Index(
+        "ix_job_events_worker",
+        "worker_id",
+        "id",
+        sqlite_where=sa.text("worker_id IS NOT NULL"),
+        postgresql_where=sa.text("worker_id IS NOT NULL"),
+    ),
     # Never reuse an id (SQLite would after the newest rows are pruned): ids are cursors.
     sqlite_autoincrement=True,
 )

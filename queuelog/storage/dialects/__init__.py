@@ -182,6 +182,12 @@ class Dialect:
     def notify(self, conn: sa.Connection, channel: str) -> None:
         """Tell other processes, at commit, on `channel`."""
 
+    def selective(self, condition: sa.ColumnElement[bool]) -> sa.ColumnElement[bool]:
+        """`condition`, marked as one few rows meet, whatever the statistics say (a read's
+        scope: one producer may own nearly every event, and another's read must still
+        take its own index range)."""
+        return condition
+
     def connection_gone(self, conn: sa.Connection) -> bool:
         """Whether `conn` is known to be gone (so that nothing tries to roll it back)."""
         return False
