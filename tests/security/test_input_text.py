@@ -41,7 +41,6 @@ async def test_a_nul_in_a_subscription_filter_is_bad_input(
         # The connection still serves a valid subscription.
         op = await client.subscribe({"type": job_type, "after": "0"})
         assert (await client.event(op))["cursor"] == cursor
-    assert "Traceback" not in server.log()[-5_000:]
 
 
 @pytest.mark.parametrize("text", NUL_FILTERS)
