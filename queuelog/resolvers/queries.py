@@ -89,10 +89,8 @@ async def jobs(
 
 async def queue_stats(info: Info, type: str | None = None) -> QueueStats:
     actor = info.context.require_actor()
-    try:
+    with refusing_bad_input():
         counts = await info.context.service.counts(actor, type)
-    except ValidationFailed as exc:
-        raise bad_input(exc.message, exc.field) from None
     return QueueStats(**counts)
 
 

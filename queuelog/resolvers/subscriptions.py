@@ -9,11 +9,10 @@ from graphql import GraphQLError
 
 from queuelog.auth.permissions import unauthenticated
 from queuelog.events.feed import CursorAhead, CursorExpired, Interest, KeyRevoked
-from queuelog.resolvers.context import Context, bad_input
+from queuelog.resolvers.context import Context, bad_input, refusing_bad_input
 from queuelog.resolvers.queries import parse_id
 from queuelog.schema.types import JobEvent, JobStatus
 from queuelog.service import validation
-from queuelog.service.errors import ValidationFailed
 
 Info = strawberry.Info[Context, None]
 CURSOR_DIGITS = 18
@@ -34,10 +33,8 @@ async def job_status_changed(
 ) -> AsyncGenerator[JobEvent, None]:
     ctx = info.context
     viewer = ctx.require_actor()
-    try:
+    with refusing_bad_input():
         job_type = validation.filter_text(type, ["type"])
-    except ValidationFailed as exc:
-        raise bad_input(exc.message, exc.field) from None
     interest = Interest(
         viewer=viewer,
         job_id=None if job_id is None else (parse_id(job_id) or -1),
