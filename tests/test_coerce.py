@@ -1,5 +1,5 @@
 """The compiled variable coercion and argument conversion of prepared operations
-(`queuelog.schema.coerce`) against the functions they stand in for: graphql-core's
+(`queuelog.schema.fastpath.coerce`) against the functions they stand in for: graphql-core's
 `get_variable_values` and strawberry's `convert_arguments`, value by value."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from graphql import GraphQLError, OperationDefinitionNode, parse
 from graphql.execution.values import get_argument_values, get_variable_values
 from strawberry.types.arguments import convert_arguments
 
-from queuelog.schema.coerce import Arguments, Variables
+from queuelog.schema.fastpath.coerce import Arguments, Variables
 from queuelog.schema.schema import build_schema
 
 SCHEMA = build_schema()

@@ -5,9 +5,7 @@ from __future__ import annotations
 import strawberry
 from strawberry.scalars import JSON
 
-from queuelog.resolvers.context import Context
-from queuelog.resolvers.queries import parse_id
-from queuelog.schema.types import (
+from queuelog.graphql_types import (
     ApiKey,
     ClaimJobPayload,
     ClaimJobsPayload,
@@ -21,6 +19,8 @@ from queuelog.schema.types import (
     JobPayload,
     UserError,
 )
+from queuelog.resolvers.context import Context
+from queuelog.resolvers.queries import parse_id
 from queuelog.service.errors import DomainError, NotFound
 from queuelog.service.models import Priority
 

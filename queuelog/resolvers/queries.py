@@ -7,8 +7,7 @@ from collections.abc import Iterable
 import strawberry
 from strawberry.types.nodes import SelectedField, Selection
 
-from queuelog.resolvers.context import Context, refusing_bad_input
-from queuelog.schema.types import (
+from queuelog.graphql_types import (
     ApiKey,
     Job,
     JobConnection,
@@ -18,6 +17,7 @@ from queuelog.schema.types import (
     QueueStats,
     Viewer,
 )
+from queuelog.resolvers.context import Context, refusing_bad_input
 from queuelog.service.models import Priority
 
 Info = strawberry.Info[Context, None]

@@ -9,9 +9,9 @@ from graphql import GraphQLError
 
 from queuelog.auth.permissions import unauthenticated
 from queuelog.events.feed import CursorAhead, CursorExpired, Interest, KeyRevoked
+from queuelog.graphql_types import JobEvent, JobStatus
 from queuelog.resolvers.context import Context, bad_input, refusing_bad_input
 from queuelog.resolvers.queries import parse_id
-from queuelog.schema.types import JobEvent, JobStatus
 from queuelog.service import validation
 
 Info = strawberry.Info[Context, None]

@@ -20,21 +20,7 @@ from strawberry.types.graphql import OperationType
 
 from queuelog.auth.permissions import AdminOnly, Authenticated, ProducerOrAdmin, WorkerOrAdmin
 from queuelog.config import Settings
-from queuelog.resolvers import mutations, queries, subscriptions
-from queuelog.schema.executor import Executor, SharedEvents
-from queuelog.schema.extension import (
-    LeanRunner,
-    OperationGuard,
-    hide_suggestion,
-    mask,
-    missing_operation_name,
-    parse_document,
-    validate_document,
-)
-from queuelog.schema.invoke import root_resolver
-from queuelog.schema.limits import QueryLimits
-from queuelog.schema.prepared import Prepared, PreparedOperations
-from queuelog.schema.types import (
+from queuelog.graphql_types import (
     ApiKey,
     ClaimJobPayload,
     ClaimJobsPayload,
@@ -49,6 +35,20 @@ from queuelog.schema.types import (
     QueueStats,
     Viewer,
 )
+from queuelog.resolvers import mutations, queries, subscriptions
+from queuelog.schema.extension import (
+    LeanRunner,
+    OperationGuard,
+    hide_suggestion,
+    mask,
+    missing_operation_name,
+    parse_document,
+    validate_document,
+)
+from queuelog.schema.fastpath.executor import Executor, SharedEvents
+from queuelog.schema.fastpath.invoke import root_resolver
+from queuelog.schema.fastpath.prepared import Prepared, PreparedOperations
+from queuelog.schema.limits import QueryLimits
 
 
 @strawberry.type

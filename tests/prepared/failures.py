@@ -8,8 +8,8 @@ from typing import Any
 
 from graphql import GraphQLError
 
+from queuelog import graphql_types as types
 from queuelog.auth.permissions import AdminOnly, Authenticated
-from queuelog.schema import types
 from queuelog.service.jobs import JobService
 from tests.prepared.documents import (
     API_KEYS,

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from queuelog.app import create_app
 from queuelog.config import Settings
-from queuelog.schema.prepared import Prepared, PreparedOperations
+from queuelog.schema.fastpath.prepared import Prepared, PreparedOperations
 from queuelog.schema.schema import QueuelogSchema
 from queuelog.service.models import Priority, Role
 from queuelog.view import SpecGraphQL

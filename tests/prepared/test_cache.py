@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from queuelog.config import Settings
 from queuelog.schema.extension import parse_document, validate_document
-from queuelog.schema.invoke import root_resolver
-from queuelog.schema.prepared import PreparedOperations
+from queuelog.schema.fastpath.invoke import root_resolver
+from queuelog.schema.fastpath.prepared import PreparedOperations
 from queuelog.schema.schema import build_schema
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from graphql import Undefined
 
+from queuelog import graphql_types as types
 from queuelog.auth.permissions import Authenticated
-from queuelog.schema import types
 from tests.prepared.documents import JOB, REVOKE_KEY, VIEWER, seed
 from tests.prepared.harness import Run, Script, differential, run_once
 from tests.prepared.patches import Per, built_with

@@ -12,7 +12,7 @@ import tracemalloc
 import pytest
 
 from queuelog.runtime import Services
-from queuelog.schema.executor import SharedEvents
+from queuelog.schema.fastpath.executor import SharedEvents
 from queuelog.service.models import Actor, EnqueueRequest, Role
 from tests.inprocess import until
 from tests.subscriptions.wsclient import WS, ws

@@ -23,8 +23,8 @@ from strawberry.extensions.field_extension import FieldExtension
 from strawberry.permission import PermissionExtension
 from strawberry.types.field import StrawberryField
 
-from queuelog.schema.coerce import Arguments
-from queuelog.schema.prepared import Resolve
+from queuelog.schema.fastpath.coerce import Arguments
+from queuelog.schema.fastpath.prepared import Resolve
 
 
 def _through_strawberry(field: GraphQLField) -> Resolve:

@@ -52,8 +52,15 @@ from graphql.execution.values import get_argument_values
 from graphql.pyutils import Path
 from graphql.type.definition import GraphQLResolveInfoHelpers
 
-from queuelog.schema.coerce import Variables
-from queuelog.schema.complete import Compiler, Complete, NotPreparable, Null, handled, typename
+from queuelog.schema.fastpath.coerce import Variables
+from queuelog.schema.fastpath.complete import (
+    Compiler,
+    Complete,
+    NotPreparable,
+    Null,
+    handled,
+    typename,
+)
 
 # How a root field is resolved: (resolve info, coerced arguments) -> value or awaitable.
 Resolve = Callable[[GraphQLResolveInfo[Any], dict[str, Any]], Any]

@@ -1,4 +1,4 @@
-"""Completion for prepared operations (`queuelog.schema.prepared`): below the root fields,
+"""Completion for prepared operations (`queuelog.schema.fastpath.prepared`): below the root fields,
 each selection set compiled once into functions that read the resolved objects' attributes
 and coerce leaves with the schema's scalars and enums, locating errors and propagating nulls
 as graphql-core's `complete_value` does.

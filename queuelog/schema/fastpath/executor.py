@@ -12,7 +12,7 @@ from graphql import ExecutionResult, GraphQLObjectType, OperationDefinitionNode,
 from graphql.execution.collect_fields import CollectedFields, FieldDetailsList
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
-from queuelog.schema.types import JobEvent
+from queuelog.graphql_types import JobEvent
 
 # What one subscription event's execution depends on: the operation (by identity: the
 # document is parsed once and shared), its variables, the actor, and the event.
