@@ -7,9 +7,25 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def _is_origin(value: str) -> bool:
+    """Whether `value` is a scheme, a host and an optional port, and nothing more."""
+    try:
+        parts = urlsplit(value.strip())
+        parts.port  # noqa: B018  (raises ValueError on a port that is not one)
+    except ValueError:
+        return False
+    return bool(
+        parts.scheme
+        and parts.hostname
+        and parts.path in ("", "/")
+        and not (parts.query or parts.fragment or parts.username)
+    )
 
 
 class TypeDefaults(BaseModel):
@@ -75,6 +91,10 @@ class Settings(BaseSettings):
     http_max_header_bytes: int = Field(default=65_536, ge=1_024)
     max_connections: int = Field(default=4_096, ge=1)
 
+    # Serve repeated queries and mutations through the fast path (see docs/performance.md);
+    # false serves everything through strawberry's generic path.
+    prepared_operations: bool = True
+
     graphiql: bool = True
     introspection: bool = True
 
@@ -114,9 +134,12 @@ class Settings(BaseSettings):
     @field_validator("allowed_origins")
     @classmethod
     def _check_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from strawberry.http.websocket_origin import normalize_allowed_origins
-
-        normalize_allowed_origins(value)  # raises ValueError on anything but an origin or "*"
+        for origin in value:
+            if origin != "*" and not _is_origin(origin):
+                raise ValueError(
+                    f"invalid origin {origin!r}: expected '*' or an origin such as "
+                    "'https://example.com' (scheme, host and port, no path)"
+                )
         return value
 
     @field_validator("job_types")

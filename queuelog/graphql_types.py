@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 import strawberry
-from graphql import GraphQLError
 from strawberry.scalars import JSON
 
-from queuelog.resolvers.context import refusing_bad_input
 from queuelog.service import models
 from queuelog.service.errors import DomainError
-
-if TYPE_CHECKING:
-    from strawberry.types.arguments import InputContext
-
-    from queuelog.resolvers.context import Context
 
 # The domain's enums are the GraphQL enums (registered here, used by their domain names).
 JobStatus = models.Status
@@ -78,15 +69,8 @@ class Job:
     updated_at: datetime
     finished_at: datetime | None
 
-    @strawberry.field
-    async def events(
-        self, info: strawberry.Info[Context, None], first: int | None = 100
-    ) -> list[JobEvent]:
-        with refusing_bad_input():
-            history = await info.context.service.history(
-                int(self.id), 100 if first is None else first
-            )
-        return [JobEvent.of(e) for e in history]
+    # Resolved by `queuelog.resolvers.fields.job_events` (wired in the schema assembly).
+    events: list[JobEvent] = strawberry.field(default_factory=list)
 
     @classmethod
     def of(cls, job: models.Job) -> Job:
@@ -128,20 +112,8 @@ class JobEvent:
     job_id: strawberry.Private[int]
     event_id: strawberry.Private[int]
 
-    @strawberry.field
-    async def job(self, info: strawberry.Info[Context, None]) -> Job:
-        ctx = info.context
-        # Read once for every subscriber this event goes to, and never older than it.
-        job = await ctx.service.get_since(ctx.require_actor(), self.job_id, self.event_id)
-        if job is None:
-            # `job` is non-null in the contract: the event then arrives as a NOT_FOUND error
-            # (data null), a client error the subscription goes on after.
-            raise GraphQLError(
-                f"job {self.job_id} can no longer be shown to you: it was pruned, or another "
-                "worker holds it now",
-                extensions={"code": "NOT_FOUND"},
-            )
-        return Job.of(job)
+    # Resolved by `queuelog.resolvers.fields.event_job` (wired in the schema assembly).
+    job: Job = strawberry.field(default=None)
 
     @classmethod
     def of(cls, e: models.JobEvent) -> JobEvent:
@@ -239,27 +211,6 @@ class EnqueueJobInput:
             None if run_at is unset else run_at,
             None if delay is unset else delay,
         )
-
-
-def _built_from_coerced_leaves(cls: type) -> None:
-    """Have strawberry build `cls` straight from graphql-core's value: each field is a
-    scalar or an enum, which graphql-core has already coerced (enums to their members,
-    defaults filled in), so strawberry's generic per-field conversion, a large part of an
-    `enqueueJobs` of 100 inputs, would only copy them. Omitted fields keep the class's
-    defaults."""
-    definition = cls.__strawberry_definition__  # type: ignore[attr-defined]
-    names: list[tuple[str, str]] = []
-
-    def build(target: type, value: Mapping[str, Any], context: InputContext) -> Any:
-        if not names:
-            convert = context.config.name_converter.from_field
-            names.extend((f.python_name, convert(f)) for f in definition.fields)
-        return target(**{py: value[gql] for py, gql in names if gql in value})
-
-    definition.from_input = build
-
-
-_built_from_coerced_leaves(EnqueueJobInput)
 
 
 @strawberry.input

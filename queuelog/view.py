@@ -1,6 +1,7 @@
 """strawberry's ASGI view for /graphql, made to follow GraphQL-over-HTTP where it does not
 already (see `queuelog.edge` for the media types and status codes), with the execution
-timeout, and a short path for the request nearly every client sends.
+timeout, and, when the fast path is on, a short path for the request nearly every client
+sends.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 import orjson
+import strawberry
 from cross_web import HTTPException
 from graphql import GraphQLError
 from starlette.requests import Request
@@ -20,14 +22,12 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
-from strawberry.http.parse_content_type import parse_content_type
-from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
-from strawberry.types.unset import UNSET
 
 from queuelog.edge import GRAPHQL_RESPONSE, JSON, error_response, negotiate
 from queuelog.resolvers.context import Context
+from queuelog.schema.fastpath.compat import InvalidOperationTypeError
 from queuelog.schema.limits import response_too_large
 from queuelog.schema.schema import QueuelogSchema
 
@@ -38,6 +38,7 @@ SUBSCRIPTIONS_OVER_WEBSOCKET = (
 # A run of digits as long as the shortest integer orjson would not read exactly.
 _LONG_DIGITS = re.compile(r"\d{19}")
 _LONG_DIGIT_BYTES = re.compile(rb"\d{19}")
+UNSET: Any = strawberry.UNSET
 _HTTP_CODES = {405: "METHOD_NOT_ALLOWED", 406: "NOT_ACCEPTABLE", 415: "UNSUPPORTED_MEDIA_TYPE"}
 # Request errors (no `data`) whose status is not 400.
 _STATUS_BY_CODE = {"EXECUTION_TIMEOUT": 503, "INTERNAL_SERVER_ERROR": 500}
@@ -49,6 +50,13 @@ def _plain_json(content_type: str | None) -> bool:
         JSON,
         f"{JSON};charset=utf-8",
     )
+
+
+def _content_type(header: str) -> tuple[str, dict[str, str]]:
+    """The media type of a Content-Type header, lowercased, and its parameters."""
+    media, *params = header.split(";")
+    pairs = (p.split("=", 1) for p in params if "=" in p)
+    return media.strip().lower(), {k.strip().lower(): v.strip().strip('"') for k, v in pairs}
 
 
 def _streaming(accept: str | None) -> bool:
@@ -63,31 +71,6 @@ def _too_large(data: object, size: int, ceiling: int) -> dict[str, Any]:
     if isinstance(data, dict) and isinstance(data.get("payload"), dict) and "type" in data:
         return {**data, "payload": result}
     return result
-
-
-class _Deadline:
-    """`asyncio.timeout` for one execution at a third of its cost: a timer that cancels the
-    task, and `settle()` to take that cancellation back, telling whether it was the only one
-    (a client that went away cancels the task too, and that must go on)."""
-
-    __slots__ = ("expired", "settled", "task")
-
-    def __init__(self) -> None:
-        self.task = asyncio.current_task()
-        self.expired = self.settled = False
-
-    def expire(self) -> None:
-        self.expired = True
-        assert self.task is not None
-        self.task.cancel()
-
-    def settle(self) -> bool:
-        """True when the deadline's cancellation, now withdrawn, was the task's only one."""
-        if not self.expired or self.settled:
-            return False
-        self.settled = True
-        assert self.task is not None
-        return self.task.uncancel() == 0
 
 
 class SpecGraphQL(GraphQL[Context, None]):
@@ -128,6 +111,8 @@ class SpecGraphQL(GraphQL[Context, None]):
             and root_value is UNSET
             and _plain_json(request.headers.get("content-type"))
             and not _streaming(accept)
+            and isinstance(self.schema, QueuelogSchema)
+            and self.schema.prepared is not None
         ):
             response = await self._post(request, media)
             if response is not None:
@@ -147,8 +132,8 @@ class SpecGraphQL(GraphQL[Context, None]):
         return response
 
     async def _post(self, request: Request, media: str) -> Response | None:
-        """The common request, a JSON object POSTed, run without strawberry's generic HTTP
-        machinery (which cost more than executing a small operation). None for anything
+        """The common request, a JSON object POSTed, answered by a prepared operation when
+        the document has one, without strawberry's generic HTTP machinery. None for anything
         unusual: the generic path then reads the cached body and answers it as before."""
         data = self.parse_json(await request.body())
         if not isinstance(data, dict):
@@ -167,7 +152,11 @@ class SpecGraphQL(GraphQL[Context, None]):
         schema = self.schema
         # A request without a key may take the prepared path under the keyed limits: its
         # documents hold no introspection, and every root field they resolve needs a key.
-        if isinstance(schema, QueuelogSchema) and isinstance(operation_name, str | None):
+        if (
+            isinstance(schema, QueuelogSchema)
+            and schema.prepared is not None
+            and isinstance(operation_name, str | None)
+        ):
             operation = schema.prepared.get(query, operation_name)
             if operation is not None:
                 result = await self._within_deadline(
@@ -233,7 +222,7 @@ class SpecGraphQL(GraphQL[Context, None]):
             raise HTTPException(400, f"the request is not valid UTF-8 JSON: {e}") from e
 
     async def parse_http_body(self, request: Any) -> Any:
-        content_type, params = parse_content_type(request.content_type or "")
+        content_type, params = _content_type(request.content_type or "")
         if request.method == "POST":
             if content_type != JSON:
                 raise HTTPException(415, f"send the operation as {JSON}")
@@ -271,22 +260,16 @@ class SpecGraphQL(GraphQL[Context, None]):
         self, execution: Awaitable[ExecutionResult | None]
     ) -> ExecutionResult | None:
         """`execution`, or EXECUTION_TIMEOUT once it has run longer than the timeout."""
-        deadline = _Deadline()
-        timer = asyncio.get_running_loop().call_later(self.execution_timeout, deadline.expire)
         try:
-            return await execution
-        except asyncio.CancelledError:
-            if not deadline.settle():
-                raise
+            async with asyncio.timeout(self.execution_timeout):
+                return await execution
+        except TimeoutError:
             message = (
                 f"execution took longer than {self.execution_timeout:g} s "
                 "(QUEUELOG_EXECUTION_TIMEOUT_SECONDS)"
             )
             error = GraphQLError(message, extensions={"code": "EXECUTION_TIMEOUT"})
             return ExecutionResult(data=None, errors=[error])
-        finally:
-            timer.cancel()
-            deadline.settle()
 
     async def process_result(
         self, request: Request, result: ExecutionResult

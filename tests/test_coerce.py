@@ -1,6 +1,6 @@
-"""The compiled variable coercion and argument conversion of prepared operations
-(`queuelog.schema.fastpath.coerce`) against the functions they stand in for: graphql-core's
-`get_variable_values` and strawberry's `convert_arguments`, value by value."""
+"""The compiled variable coercion of prepared operations (`queuelog.schema.fastpath.coerce`)
+against the function it stands in for, graphql-core's `get_variable_values`, value by
+value."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 from graphql import GraphQLError, OperationDefinitionNode, parse
-from graphql.execution.values import get_argument_values, get_variable_values
-from strawberry.types.arguments import convert_arguments
+from graphql.execution.values import get_variable_values
 
-from queuelog.schema.fastpath.coerce import Arguments, Variables
+from queuelog.schema.fastpath.coerce import Variables
 from queuelog.schema.schema import build_schema
 
 SCHEMA = build_schema()
@@ -145,55 +144,6 @@ def test_a_variable_with_a_default_is_left_to_graphql_core() -> None:
     definitions = _operation(query).variable_definitions
     assert Variables(SCHEMA._schema, definitions).specs is None
     _same_coercion(STATS, {"type": "email"})
-
-
-def _converted(query: str, variables: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    operation = _operation(query)
-    coerced = get_variable_values(SCHEMA._schema, operation.variable_definitions, variables)
-    assert not isinstance(coerced, list)
-    node = operation.selection_set.selections[0]
-    root = SCHEMA._schema.get_root_type(operation.operation)
-    assert root is not None
-    field = root.fields[node.name.value]  # type: ignore[attr-defined]
-    args = get_argument_values(field, node, coerced)  # type: ignore[arg-type]
-    definition = field.extensions["strawberry-definition"]
-    compiled = Arguments(definition.arguments, SCHEMA)
-    assert compiled.specs is not None, "this field's arguments must be compiled"
-    theirs = convert_arguments(
-        args,
-        definition.arguments,
-        scalar_registry=SCHEMA.schema_converter.scalar_registry,
-        config=SCHEMA.config,
-    )
-    return compiled.convert(args, None), theirs
-
-
-@pytest.mark.parametrize("value", GOOD_INPUTS + ODD_INPUTS)
-def test_an_input_converts_as_strawberry_converts_it(value: Any) -> None:
-    ours, theirs = _converted(ENQUEUE, {"input": value})
-    assert ours == theirs
-    assert type(ours["input"]) is type(theirs["input"])
-
-
-def test_a_list_of_inputs_converts_as_strawberry_converts_it() -> None:
-    ours, theirs = _converted(ENQUEUE_MANY, {"inputs": GOOD_INPUTS})
-    assert ours == theirs and len(ours["inputs"]) == len(GOOD_INPUTS)
-
-
-@pytest.mark.parametrize(
-    "variables", [{}, {"types": ["email"], "lease": 10}, {"types": None, "lease": None}]
-)
-def test_scalar_arguments_convert_as_strawberry_converts_them(variables: dict[str, Any]) -> None:
-    ours, theirs = _converted(CLAIM, variables)
-    assert ours == theirs
-    if variables.get("types"):
-        assert ours["types"] is not theirs["types"]  # a copy, as strawberry makes
-
-
-def test_an_input_strawberry_builds_field_by_field_is_left_to_strawberry() -> None:
-    field = SCHEMA._schema.mutation_type.fields["createApiKey"]  # type: ignore[union-attr]
-    definition = field.extensions["strawberry-definition"]
-    assert Arguments(definition.arguments, SCHEMA).specs is None
 
 
 def test_errors_name_the_variable_and_the_path() -> None:

@@ -1,22 +1,11 @@
 """The one schema extension every operation runs through: cached parsing under the token
 limit, cached validation under the prebuilt rules, error codes for what is refused before
-execution, and masking of unexpected errors.
-
-One extension with two hooks rather than four extensions: strawberry builds a context
-manager per hook per extension on every request, which cost more than the work they wrapped;
-`LeanRunner` makes a stage that no extension hooks cost nothing and a stage one extension
-hooks cost one generator.
-"""
+execution, and masking of the server's faults (`queuelog.schema.errors`)."""
 
 from __future__ import annotations
 
-import contextlib
-import inspect
-import logging
 import re
-from collections.abc import Callable, Iterator
-from types import TracebackType
-from typing import Any
+from collections.abc import Iterator
 
 from graphql import (
     DocumentNode,
@@ -26,22 +15,16 @@ from graphql import (
     OperationDefinitionNode,
 )
 from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
-from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.types import StreamExecutionResult
 
+from queuelog.schema.errors import mask
+from queuelog.schema.fastpath.compat import graphql_schema
 from queuelog.schema.limits import TOO_COMPLEX, QueryLimits, too_complex
 
-log = logging.getLogger("queuelog.errors")
 _SUGGESTION = re.compile(r"\s*Did you mean .*$", re.DOTALL)
 # strawberry keeps both LRU caches at module level, keyed by size: every request shares them.
 _parse = ParserCache(maxsize=1024).cached_parse_document
 _validate = ValidationCache(maxsize=1024).cached_validate_document
-
-
-def _unexpected(error: GraphQLError) -> bool:
-    """Mask every error that is not one of ours (GraphQLErrors carry their own code)."""
-    original = error.original_error
-    return original is not None and not isinstance(original, GraphQLError)
 
 
 def parse_document(query: str, max_tokens: int) -> DocumentNode:
@@ -104,39 +87,11 @@ def hide_suggestion(error: GraphQLError, limits: QueryLimits) -> None:
         error.message = _SUGGESTION.sub("", error.message)
 
 
-def mask(errors: list[GraphQLError], context: object) -> list[GraphQLError]:
-    """Every unexpected error replaced by INTERNAL_SERVER_ERROR and the request id, for the
-    client; the log gets the rest."""
-    return [_masked(e, context) if _unexpected(e) else e for e in errors]
-
-
-def _masked(error: GraphQLError, context: object) -> GraphQLError:
-    request = getattr(context, "request", None)
-    request_id = None if request is None else request.scope.get("state", {}).get("request_id")
-    log.error(
-        "unexpected error (request %s) at %s",
-        request_id,
-        error.path,
-        exc_info=error.original_error,
-    )
-    return GraphQLError(
-        "Internal server error",
-        nodes=error.nodes,
-        source=error.source,
-        positions=error.positions,
-        path=error.path,
-        extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
-    )
-
-
 class OperationGuard(SchemaExtension):
     """Parses (refusing documents over the token limit or nested too deeply to parse) and
     validates before strawberry would, so its own steps find the work done; afterwards masks
     unexpected errors (the client gets INTERNAL_SERVER_ERROR and the request id, the log the
-    rest), codes the pre-execution errors and hides suggestions.
-
-    The masking is strawberry's MaskErrors minus its runtime-checked Protocol, whose
-    isinstance alone cost more than the rest of this extension."""
+    rest), codes the pre-execution errors and hides suggestions."""
 
     def __init__(self, limits: QueryLimits) -> None:
         self.limits = limits
@@ -168,7 +123,7 @@ class OperationGuard(SchemaExtension):
         # Validating here spares strawberry's validation step a hook of its own; it runs
         # only when `pre_execution_errors` is still None.
         errors = validate_document(
-            ctx.schema._schema, ctx.graphql_document, self.limits, self._authenticated()
+            graphql_schema(ctx.schema), ctx.graphql_document, self.limits, self._authenticated()
         )
         ctx.pre_execution_errors = errors
         self.validation_errors = errors
@@ -188,73 +143,3 @@ class OperationGuard(SchemaExtension):
         if any(error is e for e in self.validation_errors):
             return "GRAPHQL_VALIDATION_FAILED"
         return "BAD_USER_INPUT"  # variables that do not coerce, an unknown operation name
-
-
-class _OneHook:
-    """One extension's generator hook as the sync and async context manager strawberry's
-    runner would build for it, without the exit stack around it."""
-
-    __slots__ = ("manager",)
-
-    def __init__(self, hook: Callable[[], Iterator[None]]) -> None:
-        self.manager = contextlib.contextmanager(hook)()
-
-    def __enter__(self) -> None:
-        self.manager.__enter__()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        return self.manager.__exit__(kind, exc, tb)
-
-    async def __aenter__(self) -> None:
-        self.manager.__enter__()
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        return self.manager.__exit__(kind, exc, tb)
-
-
-_NOTHING = contextlib.nullcontext()
-
-
-_KINDS: dict[tuple[type, str], str | None] = {}
-
-
-def _hook_kind(extension: type, name: str) -> str | None:
-    """None when `extension` leaves the hook `name` alone, "generator" for a generator."""
-    kind = _KINDS.get((extension, name), "?")
-    if kind == "?":
-        hook = getattr(extension, name)
-        if hook is getattr(SchemaExtension, name):
-            kind = None
-        else:
-            kind = "generator" if inspect.isgeneratorfunction(hook) else "other"
-        _KINDS[extension, name] = kind
-    return kind
-
-
-class LeanRunner(SchemaExtensionsRunner):
-    """strawberry's runner, minus its per-stage machinery where no extension or a single
-    generator hook is involved; anything else gets strawberry's own context managers."""
-
-    def _stage(self, name: str, generic: Callable[[], Any]) -> Any:
-        hooked = [e for e in self.extensions if _hook_kind(type(e), name)]
-        if not hooked:
-            return _NOTHING
-        if len(hooked) == 1 and _hook_kind(type(hooked[0]), name) == "generator":
-            return _OneHook(getattr(hooked[0], name))
-        return generic()
-
-    def operation(self) -> Any:
-        return self._stage("on_operation", super().operation)
-
-    def parsing(self) -> Any:
-        return self._stage("on_parse", super().parsing)
-
-    def validation(self) -> Any:
-        return self._stage("on_validate", super().validation)
-
-    def executing(self) -> Any:
-        return self._stage("on_execute", super().executing)

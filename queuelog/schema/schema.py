@@ -1,4 +1,5 @@
-"""Assembles the Schema: the contract's root types over the resolvers, plus its extensions.
+"""Assembles the Schema: the contract's root types over the resolvers, the resolvers of
+fields below the root, its extensions, and the fast path when it is on.
 
 graphql-core's validation dominates a cheap request: `OperationGuard` caches parsing and
 validation (in LRU caches at module level, shared by every request) as long as the validation
@@ -7,14 +8,12 @@ rules stay the same objects from one request to the next.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.extensions import SchemaExtension
-from strawberry.extensions.runner import SchemaExtensionsRunner
-from strawberry.types import ExecutionContext, ExecutionResult
+from strawberry.types import ExecutionContext, ExecutionResult, get_object_definition
 from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
 
@@ -35,20 +34,27 @@ from queuelog.graphql_types import (
     QueueStats,
     Viewer,
 )
-from queuelog.resolvers import mutations, queries, subscriptions
+from queuelog.resolvers import fields, mutations, queries, subscriptions
+from queuelog.schema import fastpath
+from queuelog.schema.errors import log_errors, mask
 from queuelog.schema.extension import (
-    LeanRunner,
     OperationGuard,
     hide_suggestion,
-    mask,
     missing_operation_name,
     parse_document,
     validate_document,
 )
-from queuelog.schema.fastpath.executor import Executor, SharedEvents
-from queuelog.schema.fastpath.invoke import root_resolver
-from queuelog.schema.fastpath.prepared import Prepared, PreparedOperations
+from queuelog.schema.fastpath.compat import graphql_schema
 from queuelog.schema.limits import QueryLimits
+
+
+def _resolve(type_: type, name: str, resolver: Callable[..., Any]) -> None:
+    """Give the field `name` of `type_` its resolver (strawberry's field decorator)."""
+    get_object_definition(type_, strict=True).get_field(name)(resolver)  # type: ignore[misc]
+
+
+_resolve(Job, "events", fields.job_events)
+_resolve(JobEvent, "job", fields.event_job)
 
 
 @strawberry.type
@@ -126,26 +132,36 @@ SINGLE_RESULT = frozenset({OperationType.QUERY, OperationType.MUTATION})
 
 
 class QueuelogSchema(strawberry.Schema):
-    """The schema, its limits, and the operations prepared for the short path."""
+    """The schema, its limits, and the fast path (None when it is off)."""
 
     def __init__(
-        self, *, query: type, mutation: type, subscription: type, limits: QueryLimits
+        self,
+        *,
+        query: type,
+        mutation: type,
+        subscription: type,
+        limits: QueryLimits,
+        prepared_operations: bool = True,
     ) -> None:
+        fast_path = fastpath.load(prepared_operations)
         super().__init__(
             query=query,
             mutation=mutation,
             subscription=subscription,
             extensions=[lambda: OperationGuard(limits)],
-            execution_context_class=Executor,
+            execution_context_class=None if fast_path is None else fast_path.executor_class,
         )
         self.limits = limits
-        self.events = SharedEvents()  # subscription events' results (`Executor`)
-        graphql_schema = self._schema
-        self.prepared = PreparedOperations(
-            graphql_schema,
-            parse=lambda query: parse_document(query, limits.max_tokens),
-            validate=lambda document: validate_document(graphql_schema, document, limits),
-            resolver=lambda field: root_resolver(self, field),
+        self.fast_path = fast_path
+        schema = graphql_schema(self)
+        self.prepared = (
+            None
+            if fast_path is None
+            else fast_path.prepared_operations(
+                schema,
+                parse=lambda query: parse_document(query, limits.max_tokens),
+                validate=lambda document: validate_document(schema, document, limits),
+            )
         )
 
     async def execute(self, query: str | None, *args: Any, **kwargs: Any) -> ExecutionResult:
@@ -169,13 +185,13 @@ class QueuelogSchema(strawberry.Schema):
             return _refused(refusal)
         return await super().stream(query, *args, **kwargs)
 
-    def create_extensions_runner(
-        self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
-    ) -> SchemaExtensionsRunner:
-        return LeanRunner(execution_context=execution_context, extensions=extensions)
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        log_errors(errors, None if execution_context is None else execution_context.context)
 
     async def execute_prepared(
-        self, prepared: Prepared, variables: dict[str, Any] | None, context: Any
+        self, prepared: Any, variables: dict[str, Any] | None, context: Any
     ) -> ExecutionResult | None:
         """What `execute` answers for a prepared operation, without strawberry's pipeline:
         errors logged as `process_errors` logs them, then masked and stripped of
@@ -204,5 +220,11 @@ async def _refused(error: GraphQLError) -> AsyncGenerator[PreExecutionError, Non
 
 
 def build_schema(settings: Settings | None = None) -> QueuelogSchema:
-    limits = QueryLimits.from_settings(settings or Settings())
-    return QueuelogSchema(query=Query, mutation=Mutation, subscription=Subscription, limits=limits)
+    settings = settings or Settings()
+    return QueuelogSchema(
+        query=Query,
+        mutation=Mutation,
+        subscription=Subscription,
+        limits=QueryLimits.from_settings(settings),
+        prepared_operations=settings.prepared_operations,
+    )

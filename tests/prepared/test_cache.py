@@ -5,19 +5,18 @@ from __future__ import annotations
 
 from queuelog.config import Settings
 from queuelog.schema.extension import parse_document, validate_document
-from queuelog.schema.fastpath.invoke import root_resolver
+from queuelog.schema.fastpath.compat import graphql_schema as graphql_schema_of
 from queuelog.schema.fastpath.prepared import PreparedOperations
 from queuelog.schema.schema import build_schema
 
 
 def _operations(size: int) -> PreparedOperations:
     schema = build_schema(Settings(job_types=("email", "pdf", "sync")))
-    limits, graphql_schema = schema.limits, schema._schema
+    limits, graphql_schema = schema.limits, graphql_schema_of(schema)
     return PreparedOperations(
         graphql_schema,
         parse=lambda query: parse_document(query, limits.max_tokens),
         validate=lambda document: validate_document(graphql_schema, document, limits),
-        resolver=lambda field: root_resolver(schema, field),
         size=size,
     )
 

@@ -151,16 +151,55 @@ async def test_what_differs_by_actor_operation_or_variables_is_not_shared(
     assert len(last["history of 3"]["job"]["events"]) == 3
 
 
-def test_shared_results_are_the_newest_few_and_never_another_operation_s() -> None:
-    shared = SharedEvents()
-    operation = parse("subscription { jobStatusChanged { cursor } }").definitions[0]
-    other = parse("subscription { jobStatusChanged { status } }").definitions[0]
+def _operation(query: str) -> OperationDefinitionNode:
+    operation = parse(query).definitions[0]
     assert isinstance(operation, OperationDefinitionNode)
-    assert isinstance(other, OperationDefinitionNode)
-    for event_id in range(SharedEvents.MAX + 10):
-        shared.put((1, b"{}", WORKER, event_id), operation, ExecutionResult({"n": event_id}))
-    assert shared.get((1, b"{}", WORKER, 9), operation) is None  # the oldest are gone
-    kept = shared.get((1, b"{}", WORKER, SharedEvents.MAX + 9), operation)
-    assert isinstance(kept, ExecutionResult) and kept.data == {"n": SharedEvents.MAX + 9}
+    return operation
+
+
+GROUP = (1, b"{}", WORKER)
+
+
+def test_shared_results_are_bounded_in_bytes_and_never_another_operation_s() -> None:
+    shared = SharedEvents(max_bytes=1_000)
+    operation = _operation("subscription { jobStatusChanged { cursor } }")
+    other = _operation("subscription { jobStatusChanged { status } }")
+    for _ in range(3):
+        shared.join(GROUP)
+    for event_id in range(30):  # ~100 bytes each
+        shared.put((*GROUP, event_id), operation, ExecutionResult({"n": "x" * 90}))
+    assert 0 < shared.bytes <= 1_000
+    assert shared.get((*GROUP, 0), operation) is None  # the oldest are gone
+    kept = shared.get((*GROUP, 29), operation)
+    assert isinstance(kept, ExecutionResult) and kept.data == {"n": "x" * 90}
     # An entry is only ever the result of its own operation, whatever its key says.
-    assert shared.get((1, b"{}", WORKER, SharedEvents.MAX + 9), other) is None
+    assert shared.get((*GROUP, 28), other) is None
+    # A result larger than the whole bound is never kept.
+    shared.put((*GROUP, 30), operation, ExecutionResult({"n": "x" * 2_000}))
+    assert shared.get((*GROUP, 30), operation) is None
+
+
+def test_a_shared_result_is_released_once_every_subscriber_has_it() -> None:
+    shared = SharedEvents()
+    operation = _operation("subscription { jobStatusChanged { cursor } }")
+    for _ in range(3):
+        shared.join(GROUP)
+    shared.put((*GROUP, 1), operation, ExecutionResult({"n": 1}))  # the first subscriber's
+    assert shared.get((*GROUP, 1), operation) is not None  # the second's
+    assert len(shared) == 1
+    assert shared.get((*GROUP, 1), operation) is not None  # the third's: nobody else needs it
+    assert len(shared) == 0 and shared.bytes == 0
+
+
+def test_shared_results_go_with_the_last_subscriber_of_their_group() -> None:
+    shared = SharedEvents()
+    operation = _operation("subscription { jobStatusChanged { cursor } }")
+    shared.join(GROUP)
+    shared.put((*GROUP, 1), operation, ExecutionResult({"n": 1}))
+    assert len(shared) == 0  # a lone subscriber shares with nobody
+    shared.join(GROUP)
+    shared.put((*GROUP, 2), operation, ExecutionResult({"n": 2}))
+    assert len(shared) == 1
+    shared.leave(GROUP)
+    shared.leave(GROUP)
+    assert len(shared) == 0 and shared.bytes == 0

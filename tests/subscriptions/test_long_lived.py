@@ -25,6 +25,13 @@ PRODUCER = Actor("p", Role.PRODUCER)
 EVENTS = 600
 
 
+_shared_events_init = SharedEvents.__init__
+
+
+def _small_shared_events(self: SharedEvents, max_bytes: int = 2_048) -> None:
+    _shared_events_init(self, max_bytes)
+
+
 def graphql_execution_bytes() -> int:
     """Bytes allocated by graphql-core's execution and still held."""
     snapshot = tracemalloc.take_snapshot().filter_traces(
@@ -43,10 +50,10 @@ async def deliver(services: Services, client: WS, op: str, n: int) -> None:
 async def test_a_subscription_s_memory_does_not_grow_with_its_events(
     live: tuple[LiveServer, str], services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The newest events' results are kept for subscribers that ask alike, up to a bound
-    # (`SharedEvents`, tested in test_fan_out): a few, so that the warm-up fills them and
-    # only growth without bound shows.
-    monkeypatch.setattr(SharedEvents, "MAX", 8)
+    # Events' results are kept for subscribers that ask alike, up to a bound in bytes
+    # (`SharedEvents`, tested in test_fan_out): a small one, so that the warm-up fills it
+    # and only growth without bound shows.
+    monkeypatch.setattr(SharedEvents, "__init__", _small_shared_events)
     server, key = live
     async with ws(server, key) as client:
         op = await client.subscribe({"type": "email"}, SHOWING_THE_JOB)

@@ -1,13 +1,9 @@
-"""Compiled input handling for prepared operations: variables coerced as graphql-core
-coerces them, and arguments converted to Python values as strawberry converts them, with
-the type tree walked once per operation instead of once per value.
+"""Variables of prepared operations coerced as graphql-core coerces them, with the type
+tree walked once per operation instead of once per value.
 
-For the 100 inputs of an `enqueueJobs` the generic functions cost ~0.6 ms (coercion) and
-~0.8 ms (conversion) of event-loop time, mostly deciding again what each type is. Each
-function here mirrors its original step by step; where a value is anything but plainly
-valid (coercion) or a type is one it does not know (conversion), it defers to the
-original, so the answer, and every error message, is the original's.
-`tests/test_coerce.py` holds both against the originals.
+Each function mirrors graphql-core's step by step; where a value is anything but plainly
+valid it defers to graphql-core, so the answer, and every error message, is graphql-core's.
+`tests/test_coerce.py` holds the two against each other.
 """
 
 from __future__ import annotations
@@ -16,7 +12,6 @@ import contextlib
 from collections.abc import Callable, Collection
 from typing import Any
 
-import strawberry
 from graphql import (
     GraphQLError,
     GraphQLInputObjectType,
@@ -26,33 +21,16 @@ from graphql import (
     GraphQLSchema,
     VariableDefinitionNode,
 )
-from graphql.execution.get_variable_signature import get_variable_signature
-from graphql.execution.values import (
-    VariableValues,
-    VariableValueSource,
-    get_variable_values,
-)
-from graphql.language.parser import MAX_NESTING_DEPTH
+from graphql.execution import VariableValues, get_variable_values
 from graphql.pyutils import Undefined, is_iterable
-from graphql.type.definition import is_leaf_type, is_required_input_field
-from graphql.utilities.coerce_input_value import coerce_default_value
-from strawberry.relay.types import GlobalID
-from strawberry.types.arguments import (
-    InputContext,
-    StrawberryArgument,
-    _is_leaf_type,
-    _is_optional_leaf_type,
-    convert_arguments,
+from graphql.type import is_leaf_type, is_required_input_field
+
+from queuelog.schema.fastpath.compat import (
+    MAX_NESTING_DEPTH,
+    VariableValueSource,
+    coerce_default_value,
+    get_variable_signature,
 )
-from strawberry.types.base import (
-    StrawberryList,
-    StrawberryMaybe,
-    StrawberryOptional,
-    has_object_definition,
-)
-from strawberry.types.enum import has_enum_definition
-from strawberry.types.lazy_type import LazyType
-from strawberry.types.unset import UNSET
 
 # -- variables ----------------------------------------------------------------------------
 
@@ -210,89 +188,3 @@ class Variables:
             else:
                 return VariableValues(sources, coerced)
         return get_variable_values(self.schema, self.definitions, inputs)
-
-
-# -- arguments ----------------------------------------------------------------------------
-
-# (coerced value, path, info) -> the Python value
-Convert = Callable[[Any, tuple[str | int, ...], Any], Any]
-
-
-def _converter(type_: Any, schema: strawberry.Schema) -> Convert:
-    """strawberry's `convert_argument(value, type_, …)`, compiled."""
-    registry, config = schema.schema_converter.scalar_registry, schema.config
-    if isinstance(type_, StrawberryMaybe):
-        raise _Unknown
-    if isinstance(type_, StrawberryOptional):
-        return _converter(type_.of_type, schema)
-    if isinstance(type_, LazyType):
-        return _converter(type_.resolve_type(), schema)
-    if has_enum_definition(type_):
-        return _converter(type_.__strawberry_definition__, schema)
-    if isinstance(type_, StrawberryList):
-        item_type = type_.of_type
-        leaves = _is_leaf_type(item_type, registry, skip_classes=(GlobalID,))
-        if leaves or _is_optional_leaf_type(item_type, registry, skip_classes=(GlobalID,)):
-
-            def leaf_list(value: Any, path: tuple[str | int, ...], info: Any) -> Any:
-                if value is None or value is UNSET:
-                    return value
-                return list(value)
-
-            return leaf_list
-        item = _converter(item_type, schema)
-
-        def convert_list(value: Any, path: tuple[str | int, ...], info: Any) -> Any:
-            if value is None or value is UNSET:
-                return value
-            return [item(x, (*path, i), info) for i, x in enumerate(value)]
-
-        return convert_list
-    if _is_leaf_type(type_, registry):
-        if type_ is GlobalID:
-            raise _Unknown
-
-        def leaf(value: Any, path: tuple[str | int, ...], info: Any) -> Any:
-            return value
-
-        return leaf
-    if has_object_definition(type_) and type_.__strawberry_definition__.from_input is not None:
-        from_input = type_.__strawberry_definition__.from_input
-
-        def built(value: Any, path: tuple[str | int, ...], info: Any) -> Any:
-            if value is None or value is UNSET:
-                return value
-            context = InputContext(info=info, config=config, scalar_registry=registry, path=path)
-            return from_input(type_, value, context)
-
-        return built
-    raise _Unknown  # input types strawberry builds field by field: its own function
-
-
-class Arguments:
-    """A field's arguments, converted as strawberry's `convert_arguments` converts them."""
-
-    def __init__(self, arguments: list[StrawberryArgument], schema: strawberry.Schema) -> None:
-        self.arguments = arguments
-        self.registry, self.config = schema.schema_converter.scalar_registry, schema.config
-        self.specs: list[tuple[str, str, Convert]] | None = None
-        with contextlib.suppress(_Unknown):
-            self.specs = [
-                (
-                    self.config.name_converter.from_argument(a),
-                    a.python_name,
-                    _converter(a.type, schema),
-                )
-                for a in arguments
-            ]
-
-    def convert(self, values: dict[str, Any], info: Any) -> dict[str, Any]:
-        if self.specs is None:
-            return convert_arguments(
-                values, self.arguments, scalar_registry=self.registry, config=self.config, info=info
-            )
-        return {
-            python_name: convert(values[name], (name,), info)
-            for name, python_name, convert in self.specs
-            if name in values
-        }

@@ -26,8 +26,9 @@ from graphql import (
     is_leaf_type,
     located_error,
 )
-from graphql.execution.executor import Executor
 from graphql.pyutils import Path, Undefined, is_iterable
+
+from queuelog.schema.fastpath.compat import complete_leaf_value
 
 # A completer turns a resolved value into its response value: (value, path, errors).
 Complete = Callable[[Any, Path, list[GraphQLError]], Any]
@@ -55,9 +56,6 @@ def handled(raw: Exception, nodes: list[FieldNode], path: Path, non_null: bool) 
     if non_null:
         raise Null(error) from None
     return error
-
-
-complete_leaf_value = Executor.complete_leaf_value
 
 
 def _leaf(type_: Any) -> Complete:

@@ -1,43 +1,90 @@
-"""The graphql-core executor strawberry runs for what is not prepared: subscriptions above
-all (`schema.prepared` covers the hot queries and mutations)."""
+"""The graphql-core executor for what is not prepared: subscription events above all, whose
+results subscribers that ask alike share (`SharedEvents`)."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from graphql import ExecutionResult, GraphQLObjectType, OperationDefinitionNode, OperationType
-from graphql.execution.collect_fields import CollectedFields, FieldDetailsList
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from queuelog.graphql_types import JobEvent
+from queuelog.schema.fastpath.compat import (
+    CollectedFields,
+    FieldDetailsList,
+    StrawberryGraphQLCoreExecutionContext,
+    strawberry_schema_of,
+)
 
-# What one subscription event's execution depends on: the operation (by identity: the
-# document is parsed once and shared), its variables, the actor, and the event.
+# Who computes the same result for an event: the operation (by identity: the document is
+# parsed once and shared), its variables, and the actor.
+Group = tuple[int, bytes, Any]
+# One event's result for one group.
 EventKey = tuple[int, bytes, Any, int]
+
+
+@dataclass(slots=True)
+class _Entry:
+    operation: OperationDefinitionNode
+    result: ExecutionResult | asyncio.Future[Any]
+    size: int
+    taken: int = 1  # by the subscriber that computed it
+
+
+def _size(result: ExecutionResult) -> int | None:
+    """The bytes `result` holds, as its JSON; None when it cannot be written."""
+    try:
+        return len(orjson.dumps(result.data)) + 64 * len(result.errors or ())
+    except TypeError:
+        return None
 
 
 class SharedEvents:
     """Results of subscription events, shared by the subscribers that would compute the same
     one: the same operation and variables, for the same actor, of the same event. A change
-    fanned out to a thousand frontends that ask alike is executed once, not a thousand
-    times. The newest MAX results are kept (an event is fanned out at once)."""
+    fanned out to a thousand frontends that ask alike is executed once, not a thousand times.
 
-    MAX = 1_024
+    A result is kept only while a subscriber of its group has yet to take it: once each has
+    (or the group's last subscriber left), it is released. What is kept is bounded in bytes
+    (the results' JSON): past `max_bytes` the oldest go, and their subscribers compute their
+    own."""
 
-    def __init__(self) -> None:
-        self._results: collections.OrderedDict[
-            EventKey, tuple[OperationDefinitionNode, ExecutionResult | asyncio.Future[Any]]
-        ] = collections.OrderedDict()
+    def __init__(self, max_bytes: int = 8 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._results: collections.OrderedDict[EventKey, _Entry] = collections.OrderedDict()
+        self._subscribers: dict[Group, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+    def join(self, group: Group) -> None:
+        self._subscribers[group] = self._subscribers.get(group, 0) + 1
+
+    def leave(self, group: Group) -> None:
+        left = self._subscribers.get(group, 0) - 1
+        if left > 0:
+            self._subscribers[group] = left
+            return
+        self._subscribers.pop(group, None)
+        for key in [k for k in self._results if k[:3] == group]:
+            self._drop(key)
 
     def get(
         self, key: EventKey, operation: OperationDefinitionNode
     ) -> ExecutionResult | asyncio.Future[Any] | None:
-        found = self._results.get(key)
+        entry = self._results.get(key)
         # Kept with its operation, whose id therefore cannot be another's meanwhile.
-        return found[1] if found is not None and found[0] is operation else None
+        if entry is None or entry.operation is not operation:
+            return None
+        entry.taken += 1
+        if entry.taken >= self._subscribers.get(key[:3], 0):
+            self._drop(key)  # every subscriber of the group has it
+        return entry.result
 
     def put(
         self,
@@ -45,9 +92,40 @@ class SharedEvents:
         operation: OperationDefinitionNode,
         result: ExecutionResult | asyncio.Future[Any],
     ) -> None:
-        self._results[key] = (operation, result)
-        if len(self._results) > self.MAX:
-            self._results.popitem(last=False)
+        if self._subscribers.get(key[:3], 0) < 2:
+            return  # nobody else will ask
+        if isinstance(result, ExecutionResult):
+            size = _size(result)
+            if size is None or size > self.max_bytes:
+                return
+        else:
+            size = 0  # counted when it is done
+            result.add_done_callback(lambda done: self._sized(key, done))
+        self._drop(key)
+        self._results[key] = _Entry(operation, result, size)
+        self.bytes += size
+        self._trim()
+
+    def _sized(self, key: EventKey, done: asyncio.Future[Any]) -> None:
+        entry = self._results.get(key)
+        if entry is None or entry.result is not done:
+            return
+        size = None if done.cancelled() or done.exception() else _size(done.result())
+        if size is None:
+            self._drop(key)
+            return
+        entry.size = size
+        self.bytes += size
+        self._trim()
+
+    def _drop(self, key: EventKey) -> None:
+        entry = self._results.pop(key, None)
+        if entry is not None:
+            self.bytes -= entry.size
+
+    def _trim(self) -> None:
+        while self.bytes > self.max_bytes and self._results:
+            self._drop(next(iter(self._results)))
 
 
 def _copy(result: ExecutionResult) -> ExecutionResult:
@@ -71,40 +149,39 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
     (`SharedEvents`), and sub-fields collected once per subscription, not once per event.
 
     graphql-core memoizes the sub-fields it collects under an object field by the identity
-    of the list of that field's nodes, and a subscription's per-event executors share the
-    memo. But it collects every event's root fields anew, into new lists: no event found an
-    earlier one's entry, and each added its own, kept as long as the subscription lasted
-    (two an event for `jobStatusChanged { job { … } }`: a subscriber that saw a million
-    changes held two million), and every event paid for collecting them again (221 us of
-    server CPU per delivery of that selection, 160 us without). Keyed by the field nodes
-    themselves, which every event of an operation shares, the memo holds one entry per
-    selection and is found every time.
+    of the list of that field's nodes, but collects every event's root fields anew, into new
+    lists: no event found an earlier one's entry, and each added its own for as long as the
+    subscription lasted. Keyed by the field nodes themselves, which every event of an
+    operation shares, the memo holds one entry per selection and is found every time.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Shared with the per-event executors, which are shallow copies of this one.
         self._by_nodes: dict[tuple[GraphQLObjectType, tuple[int, ...]], CollectedFields] = {}
-        self._variables_key: bytes | None = None
+        self._group: Group | None = None
         self._shared: SharedEvents | None = None
-        if self.operation.operation is OperationType.SUBSCRIPTION:
-            self._shared = getattr(getattr(self.schema, "_strawberry_schema", None), "events", None)
+        actor = getattr(self.context_value, "actor", None)
+        if self.operation.operation is OperationType.SUBSCRIPTION and actor is not None:
+            owner = strawberry_schema_of(self.schema)
+            shared = getattr(getattr(owner, "fast_path", None), "events", None)
             try:
-                self._variables_key = orjson.dumps(
-                    self.variable_values.coerced, option=orjson.OPT_SORT_KEYS
-                )
+                variables = orjson.dumps(self.variable_values.coerced, option=orjson.OPT_SORT_KEYS)
             except TypeError:  # a value orjson cannot write: this subscription shares nothing
-                self._shared = None
+                shared = None
+            if isinstance(shared, SharedEvents):
+                self._shared = shared
+                self._group = (id(self.operation), variables, actor)
+                shared.join(self._group)
+                weakref.finalize(self, shared.leave, self._group)
 
     def execute_operation(self, serially: bool | None = None) -> Any:
         """A subscription event's result, computed once for every subscriber that would
         compute the same (`SharedEvents`); anything else as graphql-core executes it."""
-        shared, event = self._shared, self.root_value
-        actor = getattr(self.context_value, "actor", None)
-        if shared is None or actor is None or not isinstance(event, JobEvent):
+        shared, group, event = self._shared, self._group, self.root_value
+        if shared is None or group is None or not isinstance(event, JobEvent):
             return super().execute_operation(serially)
-        assert self._variables_key is not None
-        key = (id(self.operation), self._variables_key, actor, event.event_id)
+        key = (*group, event.event_id)
         found = shared.get(key, self.operation)
         if isinstance(found, ExecutionResult):
             return _copy(found)

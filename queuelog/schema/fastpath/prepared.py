@@ -48,9 +48,9 @@ from graphql import (
     OperationDefinitionNode,
     OperationType,
 )
-from graphql.execution.values import get_argument_values
+from graphql.execution import get_argument_values
 from graphql.pyutils import Path
-from graphql.type.definition import GraphQLResolveInfoHelpers
+from graphql.type import GraphQLResolveInfoHelpers
 
 from queuelog.schema.fastpath.coerce import Variables
 from queuelog.schema.fastpath.complete import (
@@ -62,8 +62,9 @@ from queuelog.schema.fastpath.complete import (
     typename,
 )
 
-# How a root field is resolved: (resolve info, coerced arguments) -> value or awaitable.
-Resolve = Callable[[GraphQLResolveInfo[Any], dict[str, Any]], Any]
+# How a root field is resolved: strawberry's resolver for the field, which converts the
+# arguments and checks the permission classes; (source, info, **arguments) -> value.
+Resolve = Callable[..., Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +110,6 @@ class Prepared:
         schema: GraphQLSchema,
         document: DocumentNode,
         operation: OperationDefinitionNode,
-        resolver: Callable[[GraphQLField], Resolve],
     ) -> None:
         root_type = schema.get_root_type(operation.operation)
         if root_type is None or operation.operation is OperationType.SUBSCRIPTION:
@@ -126,7 +126,7 @@ class Prepared:
             field = root_type.fields[name]
             complete = compiler.value(field.type, nodes, root_type.name, name)
             non_null = isinstance(field.type, GraphQLNonNull)
-            roots.append(_Root(key, field, nodes, complete, non_null, resolver(field)))
+            roots.append(_Root(key, field, nodes, complete, non_null, field.resolve))
         resolved = [r for r in roots if r.field is not None]
         if operation.operation is OperationType.QUERY and len(resolved) > 1:
             raise NotPreparable
@@ -198,7 +198,7 @@ class Prepared:
             tracked.helpers,
         )
         args = get_argument_values(field, node, variables) if field.args or node.arguments else {}
-        result = root.resolve(info, args)
+        result = root.resolve(None, info, **args)
         if inspect.isawaitable(result):
             result = await result
         if isinstance(result, Exception):
@@ -215,12 +215,9 @@ class PreparedOperations:
         schema: GraphQLSchema,
         parse: Callable[[str], DocumentNode],
         validate: Callable[[DocumentNode], list[GraphQLError]],
-        resolver: Callable[[GraphQLField], Resolve],
         size: int = 1024,
     ) -> None:
         self.schema = schema
-        self.resolvers: dict[int, Resolve] = {}
-        self.resolver = resolver
         self.parse = parse
         self.validate = validate
         self.size = size
@@ -238,13 +235,6 @@ class PreparedOperations:
         self.cache[key] = prepared
         return prepared
 
-    def _resolver(self, field: GraphQLField) -> Resolve:
-        """One resolver per root field, shared by every operation that selects it."""
-        key = id(field)  # the schema's fields live as long as it does
-        if key not in self.resolvers:
-            self.resolvers[key] = self.resolver(field)
-        return self.resolvers[key]
-
     def _prepare(self, query: str, operation_name: str | None) -> Prepared | None:
         try:
             document = self.parse(query)
@@ -258,6 +248,6 @@ class PreparedOperations:
         if len(operations) != 1:
             return None
         try:
-            return Prepared(self.schema, document, operations[0], self._resolver)
+            return Prepared(self.schema, document, operations[0])
         except NotPreparable:
             return None
