@@ -107,11 +107,23 @@ def start_server(db_url: str, tmp_path: Path) -> Iterator[Callable[..., LiveServ
 # -- live servers: one per backend per session; each test takes its own job type --------
 
 
+# The API tests run with the fast path on one backend and off on the other: the GraphQL
+# layer is then tested both ways without a third server (tests/prepared holds the two
+# paths to the same answers request by request).
+PREPARED_OPERATIONS = {"sqlite": True, "postgresql": False}
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
-    yield from session_server(tmp_path_factory, str(request.param), f"server-{request.param}")
+    backend = str(request.param)
+    yield from session_server(
+        tmp_path_factory,
+        backend,
+        f"server-{backend}",
+        prepared_operations=PREPARED_OPERATIONS[backend],
+    )
 
 
 _types = itertools.cycle(JOB_TYPES[3:])

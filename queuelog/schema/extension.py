@@ -13,6 +13,7 @@ from graphql import (
     GraphQLSchema,
     GraphQLSyntaxError,
     OperationDefinitionNode,
+    parse,
 )
 from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.types import StreamExecutionResult
@@ -21,6 +22,7 @@ from queuelog.schema.errors import mask
 from queuelog.schema.fastpath.compat import graphql_schema
 from queuelog.schema.limits import TOO_COMPLEX, QueryLimits, too_complex
 
+_NOTHING_TO_RUN = parse("{ __typename }")
 _SUGGESTION = re.compile(r"\s*Did you mean .*$", re.DOTALL)
 # strawberry keeps both LRU caches at module level, keyed by size: every request shares them.
 _parse = ParserCache(maxsize=1024).cached_parse_document
@@ -101,25 +103,31 @@ class OperationGuard(SchemaExtension):
     def on_operation(self) -> Iterator[None]:
         self.execution_context.validation_rules = self.limits.rules_for(self._authenticated())
         yield
-        result = self.execution_context.result
-        if not self.streamed:  # each streamed result was masked as it went out
-            self._mask(getattr(result, "initial_result", result))
-        for error in getattr(result, "errors", None) or ():
-            hide_suggestion(error, self.limits)
-            if error.path is None and not (error.extensions or {}).get("code"):
-                error.extensions = {**(error.extensions or {}), "code": self._code(error)}
+        if not self.streamed:  # each streamed result was finished as it went out
+            result = self.execution_context.result
+            self._finish(getattr(result, "initial_result", result))
 
     def on_stream_result(self, result: StreamExecutionResult) -> Iterator[None]:
+        # Over WebSocket (and SSE) each result is sent before the operation ends: finish
+        # it here, pre-execution errors included, as `on_operation` finishes HTTP's.
         self.streamed = True
-        self._mask(result)
+        self._finish(result)
         for name in ("incremental", "completed"):
             for part in getattr(result, name, None) or ():
-                self._mask(part)
+                self._finish(part)
         yield
 
     def on_parse(self) -> Iterator[None]:
         ctx = self.execution_context
-        ctx.graphql_document = parse_document(ctx.query or "", self.limits.max_tokens)
+        try:
+            ctx.graphql_document = parse_document(ctx.query or "", self.limits.max_tokens)
+        except GraphQLError as refused:
+            # Refused as strawberry refuses what fails validation, so that every transport
+            # (streaming ones included) answers it: a stand-in document, never executed.
+            ctx.graphql_document = _NOTHING_TO_RUN
+            ctx.pre_execution_errors = [refused]
+            yield
+            return
         # Validating here spares strawberry's validation step a hook of its own; it runs
         # only when `pre_execution_errors` is still None.
         errors = validate_document(
@@ -132,10 +140,17 @@ class OperationGuard(SchemaExtension):
     def _authenticated(self) -> bool:
         return getattr(self.execution_context.context, "actor", None) is not None
 
-    def _mask(self, result: object) -> None:
+    def _finish(self, result: object) -> None:
+        """Faults masked, suggestions hidden, and errors before execution coded."""
         errors = getattr(result, "errors", None)
-        if errors:
-            result.errors = mask(errors, self.execution_context.context)  # type: ignore[attr-defined]
+        if not errors:
+            return
+        errors = mask(errors, self.execution_context.context)
+        for error in errors:
+            hide_suggestion(error, self.limits)
+            if error.path is None and not (error.extensions or {}).get("code"):
+                error.extensions = {**(error.extensions or {}), "code": self._code(error)}
+        result.errors = errors  # type: ignore[attr-defined]
 
     def _code(self, error: GraphQLError) -> str:
         if isinstance(error, GraphQLSyntaxError):
