@@ -33,15 +33,14 @@ def is_fault(error: GraphQLError) -> bool:
 
 
 def client_code(error: GraphQLError) -> str:
+    """The error's code; one without a code is a parse error or a bad input (variables
+    that do not coerce, an unknown operation name): validation codes its own."""
     code = (error.extensions or {}).get("code")
     if isinstance(code, str):
         return code
     if isinstance(error, GraphQLSyntaxError):
         return "GRAPHQL_PARSE_FAILED"
-    original = error.original_error
-    if isinstance(original, GraphQLError) and original is not error:
-        return client_code(original)
-    return "GRAPHQL_VALIDATION_FAILED" if error.path is None else "BAD_USER_INPUT"
+    return "BAD_USER_INPUT"
 
 
 def log_errors(errors: list[GraphQLError], context: object) -> None:

@@ -18,7 +18,7 @@ from graphql import (
 from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.types import StreamExecutionResult
 
-from queuelog.schema.errors import mask
+from queuelog.schema.errors import client_code, mask
 from queuelog.schema.fastpath.compat import graphql_schema
 from queuelog.schema.limits import TOO_COMPLEX, QueryLimits, too_complex
 
@@ -52,15 +52,18 @@ def validate_document(
     schema: GraphQLSchema, document: DocumentNode, limits: QueryLimits, authenticated: bool = True
 ) -> list[GraphQLError]:
     """Validate (cached) under the schema's rules and limits (the lower cost ceiling for a
-    request without a key). Validation errors are the client's: any exception a rule met on
-    the way is the cause of none of them, so none is masked. A rule that raises is a fault
-    of ours, reported as one error that `mask` turns into INTERNAL_SERVER_ERROR."""
+    request without a key), each error coded. Validation errors are the client's: any
+    exception a rule met on the way is the cause of none of them, so none is masked. A rule
+    that raises is a fault of ours, reported as one error that `mask` turns into
+    INTERNAL_SERVER_ERROR."""
     try:
         errors: list[GraphQLError] = _validate(schema, document, limits.rules_for(authenticated))
     except Exception as exc:  # any fault of a rule, answered as one error
         return [GraphQLError("a validation rule failed", original_error=exc)]
     for error in errors:
         error.original_error = None
+        if not (error.extensions or {}).get("code"):
+            error.extensions = {**(error.extensions or {}), "code": "GRAPHQL_VALIDATION_FAILED"}
     return errors
 
 
@@ -97,7 +100,6 @@ class OperationGuard(SchemaExtension):
 
     def __init__(self, limits: QueryLimits) -> None:
         self.limits = limits
-        self.validation_errors: list[GraphQLError] = []
         self.streamed = False
 
     def on_operation(self) -> Iterator[None]:
@@ -134,7 +136,6 @@ class OperationGuard(SchemaExtension):
             graphql_schema(ctx.schema), ctx.graphql_document, self.limits, self._authenticated()
         )
         ctx.pre_execution_errors = errors
-        self.validation_errors = errors
         yield
 
     def _authenticated(self) -> bool:
@@ -149,12 +150,5 @@ class OperationGuard(SchemaExtension):
         for error in errors:
             hide_suggestion(error, self.limits)
             if error.path is None and not (error.extensions or {}).get("code"):
-                error.extensions = {**(error.extensions or {}), "code": self._code(error)}
+                error.extensions = {**(error.extensions or {}), "code": client_code(error)}
         result.errors = errors  # type: ignore[attr-defined]
-
-    def _code(self, error: GraphQLError) -> str:
-        if isinstance(error, GraphQLSyntaxError):
-            return "GRAPHQL_PARSE_FAILED"
-        if any(error is e for e in self.validation_errors):
-            return "GRAPHQL_VALIDATION_FAILED"
-        return "BAD_USER_INPUT"  # variables that do not coerce, an unknown operation name

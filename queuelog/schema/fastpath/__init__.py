@@ -7,6 +7,7 @@ graphql-core's values. Behind QUEUELOG_PREPARED_OPERATIONS and the tested-versio
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,7 @@ def _unavailable() -> str | None:
         reason = f"it was not tested with {', '.join(untested)}"
     else:
         try:
-            from queuelog.schema.fastpath import engine  # noqa: F401
+            importlib.import_module("queuelog.schema.fastpath.engine")
         except (ImportError, AttributeError) as exc:
             reason = f"it failed to load ({type(exc).__name__}: {exc})"
     if reason is not None:
