@@ -150,8 +150,8 @@ class Executor(StrawberryGraphQLCoreExecutionContext):
 
     graphql-core memoizes the sub-fields it collects under an object field by the identity
     of the list of that field's nodes, but collects every event's root fields anew, into new
-    lists: no event found an earlier one's entry, and each added its own for as long as the
-    subscription lasted. Keyed by the field nodes themselves, which every event of an
+    lists, so its memo would never be found and would grow by each event for as long as the
+    subscription lasts. Keyed by the field nodes themselves, which every event of an
     operation shares, the memo holds one entry per selection and is found every time.
     """
 

@@ -3,16 +3,17 @@ and again (a worker's claimJob, a producer's enqueueJob, a frontend's job poll).
 
 graphql-core executes every field generically: it collects the selection set again, builds
 a resolve info, calls a resolver wrapper and completes the value by looking at its type,
-field by field and request by request. For the 17 plain fields of a `Job` that is most of
-a request's cost, and for the 100 jobs of an `enqueueJobs` it is milliseconds.
+field by field and request by request. For the plain fields of a `Job`, and the many jobs
+of an `enqueueJobs`, that is most of a request's cost (docs/performance.md).
 
 So an operation that parsed and validated clean, whose only resolvers are its root fields,
 is compiled once per (document, operation name): below the root, each selection set becomes
 a list of (response key, attribute, completer) that reads the objects the resolvers returned
-and coerces leaves with the schema's own scalars and enums. What holds a rule still runs
-as before: variables coerce through graphql-core (variables that do not coerce send the
-request the generic way, which reports them), arguments through graphql-core, and each
-root field through its strawberry resolver (argument conversion, permission classes).
+and coerces leaves with the schema's own scalars and enums. What holds a rule runs as on the
+generic path: variables coerce as graphql-core coerces them (variables that do not coerce
+send the request the generic way, which reports them), arguments through graphql-core, and
+each root field through strawberry's own resolver for it, which converts the arguments and
+checks the field's permission classes.
 Errors are located, propagate null to the nearest nullable parent and are logged and
 masked as graphql-core and `OperationGuard` would; `tests/prepared/` holds the two
 paths to the same answers.
