@@ -194,14 +194,15 @@ class QueuelogSchema(strawberry.Schema):
         self, prepared: Any, variables: dict[str, Any] | None, context: Any
     ) -> ExecutionResult | None:
         """What `execute` answers for a prepared operation, without strawberry's pipeline:
-        errors logged as `process_errors` logs them, then masked and stripped of
-        suggestions as `OperationGuard` does. None when the variables do not coerce."""
+        errors logged as `process_errors` logs them (with the request's id), then masked and
+        stripped of suggestions as `OperationGuard` does. None when the variables do not
+        coerce."""
         outcome = await prepared.execute(context, variables)
         if outcome is None:
             return None
         errors = outcome.errors
         if errors:
-            self.process_errors(errors)
+            log_errors(errors, context)
             errors = mask(errors, context)
             for error in errors:
                 hide_suggestion(error, self.limits)
