@@ -17,6 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
 from queuelog.config import Settings
+from queuelog.runtime import Services
 from queuelog.service.models import Role
 from tests.support import LiveServer
 
