@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from queuelog.services import Services
 from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
