@@ -164,7 +164,7 @@ def table_reads(
 ) -> Iterator[LiveServer]:
     """A server whose event window holds one event: every replay reads the table."""
     tmp = tmp_path_factory.mktemp("replay")
-    yield from start(tmp, str(request.param), QUEUELOG_EVENT_WINDOW="1")
+    yield from start(tmp, str(request.param), event_window=1)
 
 
 async def test_a_replay_from_cursor_zero_over_websocket_shows_only_the_callers_events(
