@@ -20,6 +20,8 @@ from typing import Any
 import uvloop
 
 from bench import (
+    attack_queries,
+    attack_sockets,
     bench_backlog,
     bench_http,
     bench_peers,
@@ -100,7 +102,18 @@ async def run_backend(backend: str, workdir: Path, profile: Profile) -> dict[str
     with database_url(backend, workdir) as url:
         _log(f"{backend}: 5. subscription delivery")
         out["subscriptions"] = await _subscriptions(url, workdir, profile)
+    _log(f"{backend}: 7. under attack")
+    out["attacks"] = await _attacks(backend, workdir, profile)
     return out
+
+
+async def _attacks(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
+    """The costly-query and socket attacks, each against a fresh server with a bystander."""
+    seconds, scale, duration = (1.0, 0.01, 0.3) if profile.smoke else (8.0, 1.0, 1.0)
+    queries = await attack_queries.run(backend, seconds)
+    with database_url(backend, workdir) as url:
+        sockets = await attack_sockets.run(url, workdir, scale, duration)
+    return {"queries": queries, "sockets": sockets}
 
 
 async def run_all(backends: list[str], workdir: Path, profile: Profile) -> dict[str, Any]:

@@ -208,16 +208,19 @@ async def slow_requests(
     return {"connections": connections, "seconds": seconds, "outcomes": counts}
 
 
-async def run(db_url: str, workdir: Path, scale: float = 1.0) -> dict[str, Any]:
-    """Every attack once against a fresh server on `db_url`; `scale` shrinks the counts."""
+async def run(
+    db_url: str, workdir: Path, scale: float = 1.0, duration: float = 1.0
+) -> dict[str, Any]:
+    """Every attack once against a fresh server on `db_url`; `scale` shrinks the counts and
+    `duration` the time each attack runs."""
     server = Server(db_url, workdir)
     server.env_extra.update(TIMERS)
     with server:
         attacks: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
-            "init_flood": lambda: init_flood(server, 8, int(100_000 * scale), 10.0),
-            "idle_legacy": lambda: idle_legacy(server, int(500 * scale), 5.0),
-            "slow_headers": lambda: slow_requests(server, int(300 * scale), 8.0, False),
-            "slow_body": lambda: slow_requests(server, int(300 * scale), 8.0, True),
+            "init_flood": lambda: init_flood(server, 8, int(100_000 * scale), 10.0 * duration),
+            "idle_legacy": lambda: idle_legacy(server, int(500 * scale), 5.0 * duration),
+            "slow_headers": lambda: slow_requests(server, int(300 * scale), 8.0 * duration, False),
+            "slow_body": lambda: slow_requests(server, int(300 * scale), 8.0 * duration, True),
         }
         results: dict[str, Any] = {
             name: await _measured(server, attack) for name, attack in attacks.items()

@@ -178,6 +178,9 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
     else:
         out.append("Not measured in this run.")
     out += ["", "## 6. Peers, side by side", "", *peers_section(results["peers"])]
+    attacked = {name: be[name]["attacks"] for name in names if "attacks" in be[name]}
+    if attacked:
+        out += ["## 7. Under attack", "", *_attacks(attacked), ""]
     out += ["## Memory", ""]
     for name in names:
         m = be[name].get("memory")
@@ -198,6 +201,65 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
     out += ["", "## Notes on this run", "", *[f"- {n}" for n in notes], ""]
     out += [NOTES.read_text().rstrip("\n"), ""]
     return "\n".join(out)
+
+
+_SOCKET_FIELDS = ("rss_before_mib", "rss_during_mib", "rss_after_mib", "bystander", "seconds")
+
+
+def _inline(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "none"
+    return str(value)
+
+
+def _attacks(attacked: dict[str, Any]) -> list[str]:
+    """What an attack costs a bystander: its latency and the server's memory meanwhile."""
+    out = [
+        "Each attack runs against a fresh server while a bystander keeps sending requests "
+        "(`bench/attack_queries.py`: a producer enqueueing one job at a time; "
+        "`bench/attack_sockets.py`: `{ __typename }` every 20 ms); the attacks are refused "
+        "by the request cost limits, the anonymous rate limit and the transports' timers, "
+        "which is what these rows show holding.",
+        "",
+        "| backend | attack | bystander p50 ms | p99 ms | server RSS MiB (before → peak) "
+        "| attacker's requests |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, a in attacked.items():
+        q = a["queries"]
+        out.append(
+            f"| {name} | none | {q['quiet']['p50_ms']:.1f} | {q['quiet']['p99_ms']:.1f} | | |"
+        )
+        for attack in ("introspection", "amplification"):
+            r = q[attack]
+            out.append(
+                f"| {name} | {attack} | {r['bystander']['p50_ms']:.1f} | "
+                f"{r['bystander']['p99_ms']:.1f} | {r['server_rss_mb']:.0f} → "
+                f"{r['server_peak_rss_mb']:.0f} | {num(r['answered'])} answered, "
+                f"{num(r['refused'])} refused, {num(r['failed'])} failed; largest answer "
+                f"{r['largest_response_kb']:.0f} KB |"
+            )
+        sockets = a["sockets"]
+        for attack, r in sockets.items():
+            if not isinstance(r, dict):
+                continue
+            b = r["bystander"]
+            what = "; ".join(
+                f"{k.replace('_', ' ')} {_inline(v)}"
+                for k, v in r.items()
+                if k not in _SOCKET_FIELDS
+            )
+            out.append(
+                f"| {name} | {attack} | {b['p50_ms']:.1f} | {b['p99_ms']:.1f} | "
+                f"{r['rss_before_mib']:.0f} → {r['rss_during_mib']:.0f} "
+                f"(after: {r['rss_after_mib']:.0f}) | {what} |"
+            )
+        out.append(
+            f"| {name} | server log over the socket attacks | | | | "
+            f"{num(sockets['server_log_lines'])} lines, "
+            f"{num(sockets['server_log_tracebacks'])} tracebacks |"
+        )
+    return out
 
 
 def _subscriptions(subs: dict[str, Any]) -> list[str]:
