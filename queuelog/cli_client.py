@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # imported when a command runs, so that `queuelog serve` star
     from queuelog.client import Client, Job
     from queuelog.worker import Worker
 
+from queuelog.lifecycle import Status
+
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -152,9 +154,7 @@ def register(sub: Any) -> None:
     jobs = sub.add_parser("jobs", help="list, show, cancel or retry jobs")
     jobs_sub = jobs.add_subparsers(dest="jobs_cmd", required=True)
     listing = jobs_sub.add_parser("list", help="newest first: id, status, type, retries, created")
-    listing.add_argument(
-        "--status", choices=["pending", "running", "completed", "failed", "cancelled"]
-    )
+    listing.add_argument("--status", choices=[s.value for s in Status])
     listing.add_argument("--type")
     listing.add_argument("--first", type=int, default=50)
     _connection(listing)

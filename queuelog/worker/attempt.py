@@ -194,7 +194,7 @@ class Attempt:
 
     def _refused(self, exc: UserError) -> None:
         if exc.job is not None and exc.job.status == JobStatus.CANCELLED:
-            self.stop("cancelled")
+            self.stop("CANCELLED")
         elif exc.code in ("NOT_JOB_OWNER", "NOT_FOUND"):
             self.stop("lease lost")
         # Other refusals (the job already settled by this attempt's report) end the beats.
@@ -205,12 +205,12 @@ class Attempt:
             try:
                 if outcome.completed:
                     await self.client.complete(self.job.id, outcome.result)
-                    self._log("completed")
+                    self._log("COMPLETED")
                 else:
                     failed = await self.client.fail(
                         self.job.id, outcome.error, retryable=outcome.retryable
                     )
-                    verdict = "failed, will retry" if failed.will_retry else "failed"
+                    verdict = "FAILED, will retry" if failed.will_retry else "FAILED"
                     self._log(verdict, outcome.error)
                 return
             except UserError as exc:
@@ -230,11 +230,11 @@ class Attempt:
         reached the server, a cancel, or a lost lease."""
         status = None if exc.job is None else exc.job.status
         if status == JobStatus.CANCELLED:
-            self._log("cancelled")
+            self._log("CANCELLED")
         elif exc.code == "INVALID_STATE" and outcome.completed and status == JobStatus.COMPLETED:
-            self._log("completed")
+            self._log("COMPLETED")
         elif exc.code == "INVALID_STATE" and not outcome.completed:
-            self._log("failed", outcome.error)
+            self._log("FAILED", outcome.error)
         else:
             self._log("lease lost", str(exc))
 

@@ -43,7 +43,7 @@ def test_producer_worker_and_listener(server: LiveServer, job_type: str, tmp_pat
     finally:
         proc.send_signal(signal.SIGTERM)
         log, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and log.count(" completed in ") == 2, log
+    assert proc.returncode == 0 and log.count(" COMPLETED in ") == 2, log
     cursor = tmp_path / "cursor"
     cursor.write_text("0")  # replay from the beginning: this producer's jobs only
     listen = [sys.executable, "listener.py", "--cursor-file", str(cursor), "--count"]
