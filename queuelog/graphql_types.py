@@ -68,6 +68,10 @@ class Job:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    progress: JSON | None = strawberry.field(
+        description="What the holding worker last reported through heartbeatJob(progress:); "
+        "kept after the job ends."
+    )
 
     # Resolved by `queuelog.resolvers.fields.job_events` (wired in the schema assembly).
     events: list[JobEvent] = strawberry.field(default_factory=list)
@@ -95,7 +99,20 @@ class Job:
             created_at=job.created_at,
             updated_at=job.updated_at,
             finished_at=job.finished_at,
+            progress=job.progress,
         )
+
+
+@strawberry.type(description="The latest progress of a running job, as its worker reported it.")
+class JobProgress:
+    job: Job
+    progress: JSON | None
+    reported_at: datetime
+
+    @classmethod
+    def of(cls, job: models.Job) -> JobProgress:
+        assert job.progress_at is not None
+        return cls(job=Job.of(job), progress=job.progress, reported_at=job.progress_at)
 
 
 def event_cursor(event_id: int) -> str:

@@ -76,6 +76,15 @@ HEARTBEAT = Transition(
     guard=Guard.LIVE_LEASE,
     records_event=False,
 )
+# A heartbeat that also stores the worker's progress report.
+HEARTBEAT_WITH_PROGRESS = Transition(
+    "heartbeat_with_progress",
+    (Status.RUNNING,),
+    Status.RUNNING,
+    frozenset({"lease_expires_at", "updated_at", "progress", "progress_at"}),
+    guard=Guard.LIVE_LEASE,
+    records_event=False,
+)
 COMPLETE = Transition(
     "complete",
     (Status.RUNNING,),
@@ -137,6 +146,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     ENQUEUE,
     CLAIM,
     HEARTBEAT,
+    HEARTBEAT_WITH_PROGRESS,
     COMPLETE,
     FAIL_AND_RETRY,
     FAIL,

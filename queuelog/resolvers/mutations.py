@@ -5,6 +5,7 @@ from __future__ import annotations
 import strawberry
 from strawberry.scalars import JSON
 
+from queuelog.events.claims import claim_waiting
 from queuelog.graphql_types import (
     ApiKey,
     ClaimJobPayload,
@@ -21,6 +22,7 @@ from queuelog.graphql_types import (
 )
 from queuelog.resolvers.context import Context
 from queuelog.resolvers.queries import parse_id
+from queuelog.service import models
 from queuelog.service.errors import DomainError, NotFound
 from queuelog.service.models import Priority
 
@@ -52,23 +54,38 @@ async def enqueue_jobs(info: Info, inputs: list[EnqueueJobInput]) -> EnqueueJobs
     return EnqueueJobsPayload(jobs=[Job.of(j) for j in jobs])
 
 
-async def claim_job(
-    info: Info, types: list[str] | None = None, lease_seconds: int | None = None
-) -> ClaimJobPayload:
+async def _claim(
+    info: Info, types: list[str] | None, lease_seconds: int | None, limit: int, wait: int | None
+) -> list[models.Job]:
     ctx, actor = info.context, info.context.require_actor()
+    seconds = ctx.service.claim_wait(wait)
+    return await claim_waiting(
+        ctx.feed, lambda: ctx.service.claim(actor, types, lease_seconds, limit), types, seconds
+    )
+
+
+async def claim_job(
+    info: Info,
+    types: list[str] | None = None,
+    lease_seconds: int | None = None,
+    wait_seconds: int | None = 0,
+) -> ClaimJobPayload:
     try:
-        jobs = await ctx.service.claim(actor, types, lease_seconds, 1)
+        jobs = await _claim(info, types, lease_seconds, 1, wait_seconds)
     except DomainError as exc:
         return ClaimJobPayload(user_errors=[UserError.of(exc)])
     return ClaimJobPayload(job=Job.of(jobs[0]) if jobs else None)
 
 
 async def claim_jobs(
-    info: Info, limit: int, types: list[str] | None = None, lease_seconds: int | None = None
+    info: Info,
+    limit: int,
+    types: list[str] | None = None,
+    lease_seconds: int | None = None,
+    wait_seconds: int | None = 0,
 ) -> ClaimJobsPayload:
-    ctx, actor = info.context, info.context.require_actor()
     try:
-        jobs = await ctx.service.claim(actor, types, lease_seconds, limit)
+        jobs = await _claim(info, types, lease_seconds, limit, wait_seconds)
     except DomainError as exc:
         return ClaimJobsPayload(user_errors=[UserError.of(exc)])
     return ClaimJobsPayload(jobs=[Job.of(j) for j in jobs])
@@ -80,11 +97,11 @@ def _refused(exc: DomainError, info: Info) -> JobPayload:
 
 
 async def heartbeat_job(
-    info: Info, id: strawberry.ID, lease_seconds: int | None = None
+    info: Info, id: strawberry.ID, lease_seconds: int | None = None, progress: JSON | None = None
 ) -> JobPayload:
     ctx, actor = info.context, info.context.require_actor()
     try:
-        job = await ctx.service.heartbeat(actor, _job_id(id), lease_seconds)
+        job = await ctx.service.heartbeat(actor, _job_id(id), lease_seconds, progress)
     except DomainError as exc:
         return _refused(exc, info)
     return JobPayload(job=Job.of(job))

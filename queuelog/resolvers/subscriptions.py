@@ -9,7 +9,8 @@ from graphql import GraphQLError
 
 from queuelog.auth.permissions import unauthenticated
 from queuelog.events.feed import CursorAhead, CursorExpired, Interest, KeyRevoked
-from queuelog.graphql_types import JobEvent, JobStatus
+from queuelog.events.progress import progress_watch
+from queuelog.graphql_types import JobEvent, JobProgress, JobStatus
 from queuelog.resolvers.context import Context, bad_input, refusing_bad_input
 from queuelog.resolvers.queries import parse_id
 from queuelog.service import validation
@@ -56,6 +57,31 @@ async def job_status_changed(
             f"{exc}; read the job's current state and subscribe again without `after`",
             extensions={"code": "CURSOR_EXPIRED", "field": ["after"]},
         ) from None
+    except KeyRevoked as exc:
+        ctx.actor = None
+        raise unauthenticated(str(exc)) from None
+
+
+async def job_progress(info: Info, job_id: strawberry.ID) -> AsyncGenerator[JobProgress, None]:
+    """Each new progress report of a job the caller may see; a job it may not see (or that
+    does not exist) completes at once, revealing nothing."""
+    ctx = info.context
+    actor = ctx.require_actor()
+    parsed = parse_id(job_id)
+    if parsed is None or await ctx.service.get(actor, parsed) is None:
+        return
+    sent = None
+    try:
+        async for row in progress_watch(ctx.feed).follow(parsed):
+            if ctx.session is not None:
+                await ctx.session.check()
+            if row is None or row.progress_at is None or row.progress_at == sent:
+                continue
+            job = await ctx.service.get(actor, parsed)
+            if job is None or job.progress_at is None:
+                return
+            sent = job.progress_at
+            yield JobProgress.of(job)
     except KeyRevoked as exc:
         ctx.actor = None
         raise unauthenticated(str(exc)) from None

@@ -31,6 +31,7 @@ from queuelog.graphql_types import (
     JobConnection,
     JobEvent,
     JobPayload,
+    JobProgress,
     QueueStats,
     Viewer,
 )
@@ -123,6 +124,13 @@ class Mutation:
 
 @strawberry.type
 class Subscription:
+    job_progress: AsyncGenerator[JobProgress, None] = strawberry.subscription(
+        resolver=subscriptions.job_progress,
+        permission_classes=[Authenticated],
+        description="The job's progress each time its worker reports a new one (at most 10 a "
+        "second; the latest wins), for as long as the job runs; completes when the job ends. "
+        "Not replayed: the first message is the current progress, if any.",
+    )
     job_status_changed: AsyncGenerator[JobEvent, None] = strawberry.subscription(
         resolver=subscriptions.job_status_changed, permission_classes=[Authenticated]
     )

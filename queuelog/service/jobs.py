@@ -19,9 +19,13 @@ from queuelog.config import JobTypeConfig, Settings
 from queuelog.lifecycle import (
     CANCEL,
     COMPLETE,
+    COMPLETED,
     FAIL,
     FAIL_AND_RETRY,
+    FAILED,
     HEARTBEAT,
+    HEARTBEAT_WITH_PROGRESS,
+    PENDING,
     RESCUE_AND_FAIL,
     RESCUE_AND_RETRY,
     RETRY,
@@ -42,6 +46,9 @@ BATCH_MAX = 500
 CLAIM_MAX = 100
 RESCUE_BATCH = 100
 LEASE_EXPIRED = "lease expired"  # the error a rescued job's attempt records
+PROGRESS_MAX_BYTES = 4096
+WAIT_MAX_SECONDS = 60
+WAIT_MARGIN_SECONDS = 2.0  # a waiting claim answers this long before the execution timeout
 
 
 def utcnow() -> datetime:
@@ -183,6 +190,13 @@ class JobService(JobReads):
         rows = await self.db.write(self._claim, actor.name, chosen, lease_seconds, limit)
         return [self._shown(actor, r) for r in rows]
 
+    def claim_wait(self, seconds: int | None) -> float:
+        """How long a claim may wait for a job (`waitSeconds`, 0 to 60): never so long that
+        the request's execution timeout cuts it off after it claimed something."""
+        validation.bounded(seconds or 0, 0, WAIT_MAX_SECONDS, "waitSeconds", ["waitSeconds"])
+        limit = self.settings.execution_timeout_seconds - WAIT_MARGIN_SECONDS
+        return max(0.0, min(float(seconds or 0), limit))
+
     def _check_lease(self, seconds: int | None) -> None:
         if seconds is not None:
             limit = self.settings.max_lease_seconds
@@ -201,15 +215,21 @@ class JobService(JobReads):
             tx, worker=worker, now=now, types=types, limit=limit, lease_until=lease_until
         )
 
-    async def heartbeat(self, actor: Actor, job_id: int, lease_seconds: int | None) -> Job:
+    async def heartbeat(
+        self, actor: Actor, job_id: int, lease_seconds: int | None, progress: Any = None
+    ) -> Job:
+        """Extend the holder's lease; a `progress` report (JSON, not null) is stored too."""
         self._check_lease(lease_seconds)
+        text = None
+        if progress is not None:
+            text = validation.serialize(progress, PROGRESS_MAX_BYTES, ["progress"], "progress")
 
         def step(row: Any, now: datetime) -> tuple[Transition, dict[str, Any]]:
             seconds = lease_seconds or self._type(row.type).lease_seconds
-            return HEARTBEAT, {
-                "lease_expires_at": now + timedelta(seconds=seconds),
-                "updated_at": now,
-            }
+            values = {"lease_expires_at": now + timedelta(seconds=seconds), "updated_at": now}
+            if text is None:
+                return HEARTBEAT, values
+            return HEARTBEAT_WITH_PROGRESS, {**values, "progress": text, "progress_at": now}
 
         return await self.db.write(self._settle, actor, job_id, step)
 
@@ -223,7 +243,12 @@ class JobService(JobReads):
         def step(_row: Any, now: datetime) -> tuple[Transition, dict[str, Any]]:
             return COMPLETE, {"result": text, "finished_at": now, "updated_at": now}
 
-        return await self.db.write(self._settle, actor, job_id, step, by_row=False)
+        def repeated(row: Any) -> bool:  # this worker's earlier completeJob succeeded
+            return bool(row.status == COMPLETED and row.worker_id == actor.name)
+
+        return await self.db.write(
+            self._settle, actor, job_id, step, by_row=False, repeated=repeated
+        )
 
     async def fail(
         self, actor: Actor, job_id: int, error: str, retryable: bool = True
@@ -238,7 +263,16 @@ class JobService(JobReads):
                 return FAIL_AND_RETRY, self._retry_later(row, now, text)
             return FAIL, {"error": text, "finished_at": now, "updated_at": now}
 
-        job = await self.db.write(self._settle, actor, job_id, step)
+        def repeated(row: Any) -> bool:  # this worker's earlier failJob succeeded
+            return bool(
+                row.status in (PENDING, FAILED)
+                and row.worker_id == actor.name
+                and row.error is not None
+                and row.error != LEASE_EXPIRED
+                and (row.status == FAILED or row.claimed_at is None)
+            )
+
+        job = await self.db.write(self._settle, actor, job_id, step, repeated=repeated)
         return job, job.status is Status.PENDING
 
     def _retry_later(self, row: Any, now: datetime, error: str) -> dict[str, Any]:
@@ -271,6 +305,7 @@ class JobService(JobReads):
         step: Callable[[Any, datetime], tuple[Transition, dict[str, Any]]],
         *,
         by_row: bool = True,
+        repeated: Callable[[Any], bool] | None = None,
     ) -> Job:
         """Apply a holder-only transition (`step` picks it and its values): only the worker
         holding a live lease may. When they do not depend on the row (`by_row` False, `step`
@@ -280,14 +315,24 @@ class JobService(JobReads):
         if by_row:
             row = jobs_sql.get(tx, job_id)
             if row is None or not ownership.holds(actor, row, now):
-                raise ownership.refusal(tx, actor, row, job_id)
+                return self._refused(tx, actor, job_id, row, repeated)
             transition, values = step(row, now)
         else:
             transition, values = step(None, now)
         done = jobs_sql.apply(tx, transition, job_id, values, worker=actor.name, at=now)
         if done is not None:
             return self._shown(actor, done)
-        raise ownership.refusal(tx, actor, jobs_sql.get(tx, job_id), job_id)
+        return self._refused(tx, actor, job_id, jobs_sql.get(tx, job_id), repeated)
+
+    def _refused(
+        self, tx: Tx, actor: Actor, job_id: int, row: Any, repeated: Callable[[Any], bool] | None
+    ) -> Job:
+        """The answer to a report the job's state refused: as the first answer when the
+        same worker's identical report went through before (its answer may have been
+        lost), else the refusal."""
+        if row is not None and repeated is not None and repeated(row):
+            return self._shown(actor, row)
+        raise ownership.refusal(tx, actor, row, job_id)
 
     # -- leases -------------------------------------------------------------------------
 

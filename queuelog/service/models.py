@@ -74,6 +74,8 @@ class Job:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    progress: Any = None
+    progress_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> Job:
@@ -96,6 +98,8 @@ class Job:
             created_at=row.created_at,
             updated_at=row.updated_at,
             finished_at=row.finished_at,
+            progress=None if row.progress is None else orjson.loads(row.progress),
+            progress_at=row.progress_at,
         )
 
 

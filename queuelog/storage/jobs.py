@@ -246,3 +246,10 @@ def prune(tx: Tx, status: str, finished_before: datetime, limit: int) -> int:
 def count_prunable(tx: Tx, status: str, finished_before: datetime) -> int:
     stmt = sa.select(sa.func.count()).where(J.status == status, J.finished_at < finished_before)
     return int(tx.conn.execute(stmt).scalar_one())
+
+
+def progress_of(tx: Tx, job_ids: Sequence[int]) -> list[Row[Any]]:
+    """The progress and status of each of these jobs (those that exist)."""
+    J = jobs.c
+    stmt = sa.select(J.id, J.status, J.progress, J.progress_at).where(J.id.in_(list(job_ids)))
+    return list(tx.conn.execute(stmt))

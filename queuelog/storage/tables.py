@@ -63,6 +63,9 @@ jobs = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.Column("finished_at", UTCDateTime),
+    # What the holding worker last reported through a heartbeat (JSON), and when.
+    sa.Column("progress", sa.Text),
+    sa.Column("progress_at", UTCDateTime),
     sa.UniqueConstraint("producer", "idempotency_key", name="uq_jobs_producer_idempotency_key"),
     # A claim reads one range of it per type it asks for (storage.driver.claim).
     sa.Index(

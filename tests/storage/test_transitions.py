@@ -39,6 +39,8 @@ GIVEN: dict[str, Any] = {
     "lease_expires_at": at(90),
     "finished_at": at(5),
     "updated_at": at(5),
+    "progress": '{"done": 1}',
+    "progress_at": at(5),
 }
 
 

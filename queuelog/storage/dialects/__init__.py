@@ -42,6 +42,8 @@ class JobRow(NamedTuple):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    progress: str | None = None
+    progress_at: datetime | None = None
 
 
 assert JobRow._fields == tuple(c.name for c in jobs.c), "JobRow must follow the jobs table"

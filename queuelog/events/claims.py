@@ -1,0 +1,66 @@
+"""Long-poll claims: when nothing is claimable, wait for a job to become claimable.
+
+A waiting claim follows the change feed (the same wake-up as the subscriptions: local
+commits, NOTIFY from other replicas on PostgreSQL, the feed's polling otherwise) and tries
+again only when a job of its types enters PENDING, so an idle waiter costs nothing. It also
+tries again every `recheck` seconds, for jobs whose runAt or retry backoff passes while it
+waits (those make no event when they become due)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Collection
+from typing import TypeVar
+
+from queuelog.events.feed import EventFeed, Interest
+from queuelog.service.models import Actor, Role, Status
+from queuelog.storage import events as events_sql
+
+T = TypeVar("T")
+RECHECK_SECONDS = 2.0
+# Sees every event, to learn which jobs entered PENDING; what it learns is never shown.
+_FEED_READER = Actor("queuelog-claims", Role.ADMIN)
+_ENTERED_PENDING = Interest(_FEED_READER, statuses=frozenset({Status.PENDING}))
+
+
+async def claim_waiting(
+    feed: EventFeed,
+    claim: Callable[[], Awaitable[list[T]]],
+    types: Collection[str] | None,
+    seconds: float,
+    recheck: float = RECHECK_SECONDS,
+) -> list[T]:
+    """`claim()`'s jobs, at once if there are any, else as soon as one of `types` (None:
+    any) enters PENDING and is claimed, or nothing after `seconds`."""
+    if seconds <= 0 or not feed.running:
+        return await claim()
+    start = await feed.db.read(events_sql.head)  # before the claim: nothing slips between
+    jobs = await claim()
+    if jobs:
+        return jobs
+    woken = asyncio.Event()
+
+    async def listen() -> None:
+        async for event in feed.follow(start, _ENTERED_PENDING):
+            if types is None or event.job_type in types:
+                woken.set()
+        woken.set()  # the feed stops with the server: answer now
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    listener = asyncio.create_task(listen())
+    try:
+        while (remaining := deadline - loop.time()) > 0:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(remaining, recheck)):
+                    await woken.wait()
+            woken.clear()
+            jobs = await claim()
+            if jobs or listener.done():
+                return jobs
+        return []
+    finally:
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):  # e.g. CursorExpired
+            await listener
