@@ -90,8 +90,15 @@ class AsyncClient:
         return _data(response)
 
     async def features(self) -> Features:
+        """What the server offers beyond the first contract; when it will not say (its
+        introspection is off), what this package's server offers."""
         if self._features is None:
-            self._features = Features.of(await self.execute(ops.FEATURES))
+            try:
+                self._features = Features.of(await self.execute(ops.FEATURES))
+            except ConnectionFailed:
+                raise
+            except QueuelogError:
+                self._features = Features.CURRENT
         return self._features
 
     async def _run(
@@ -242,8 +249,14 @@ class Client:
         return _data(response)
 
     def features(self) -> Features:
+        """As AsyncClient.features."""
         if self._features is None:
-            self._features = Features.of(self.execute(ops.FEATURES))
+            try:
+                self._features = Features.of(self.execute(ops.FEATURES))
+            except ConnectionFailed:
+                raise
+            except QueuelogError:
+                self._features = Features.CURRENT
         return self._features
 
     def _run(self, build: Callable[[Features], Operation[T]]) -> T:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from queuelog.client.models import Failed, Job, JobPage, QueuelogError, UserError
 
@@ -29,6 +29,8 @@ class Features:
     wait_seconds: bool = False
     progress: bool = False
 
+    CURRENT: ClassVar[Features]
+
     @classmethod
     def of(cls, data: dict[str, Any]) -> Features:
         mutations = {f["name"]: {a["name"] for a in f["args"]} for f in data["m"]["fields"]}
@@ -43,6 +45,9 @@ class Features:
 
     def job_fields(self) -> str:
         return JOB_FIELDS + (" progress" if self.progress else "")
+
+
+Features.CURRENT = Features(wait_seconds=True, progress=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -273,8 +273,9 @@ async def test_complete_is_one_statement_on_jobs(
     other = Actor("another-worker", Role.WORKER)
     with pytest.raises(errors.NotFound, match=f"no job {second.id}"):
         await services.service.complete(other, second.id, None)
-    with pytest.raises(errors.InvalidState, match="is completed, not running"):
-        await services.service.complete(worker, first.id, None)
+    # Its worker repeating the complete (the answer may have been lost) hears it again.
+    again = await services.service.complete(worker, first.id, None)
+    assert again.status.value == "completed" and again.result == {"ok": True}
 
 
 async def test_claims_batched_together_share_one_rescue(
