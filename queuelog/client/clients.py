@@ -144,6 +144,7 @@ class AsyncClient:
         first: int = 50,
         after: str | None = None,
     ) -> JobPage:
+        """Newest first; each job without its result, error and progress (see `job`)."""
         return await self._run(lambda f: ops.jobs(f, status, type, first, after))
 
     async def cancel(self, id: str) -> Job:

@@ -16,6 +16,11 @@ T = TypeVar("T")
 
 JOB_FIELDS = """id type payload priority status retryCount maxRetries idempotencyKey producer
 runAt claimedAt workerId leaseExpiresAt error result createdAt updatedAt finishedAt"""
+# A job without its result, error and progress: what lists of jobs (enqueued, claimed, a
+# page) carry, so that they stay within the server's response-size limit; `job(id)` reads
+# the rest.
+HELD_FIELDS = """id type payload priority status retryCount maxRetries producer runAt claimedAt
+workerId leaseExpiresAt createdAt updatedAt finishedAt"""
 ERRORS = "userErrors { code message field }"
 
 # What the server's schema offers beyond the first contract, read once by introspection.
@@ -98,7 +103,7 @@ def enqueue_input(
 
 def enqueue(f: Features, job_input: dict[str, Any]) -> Operation[tuple[Job, bool]]:
     query = f"""mutation($input: EnqueueJobInput!) {{
-      enqueueJob(input: $input) {{ job {{ {f.job_fields()} }} created {ERRORS} }} }}"""
+      enqueueJob(input: $input) {{ job {{ {HELD_FIELDS} idempotencyKey }} created {ERRORS} }} }}"""
 
     def parse(data: dict[str, Any]) -> tuple[Job, bool]:
         out = _payload(data, "enqueueJob")
@@ -109,7 +114,7 @@ def enqueue(f: Features, job_input: dict[str, Any]) -> Operation[tuple[Job, bool
 
 def enqueue_many(f: Features, inputs: list[dict[str, Any]]) -> Operation[list[Job]]:
     query = f"""mutation($inputs: [EnqueueJobInput!]!) {{
-      enqueueJobs(inputs: $inputs) {{ jobs {{ {f.job_fields()} }} {ERRORS} }} }}"""
+      enqueueJobs(inputs: $inputs) {{ jobs {{ {HELD_FIELDS} idempotencyKey }} {ERRORS} }} }}"""
     return Operation(
         query,
         {"inputs": inputs},
@@ -131,7 +136,7 @@ def jobs(
 ) -> Operation[JobPage]:
     query = f"""query($status: JobStatus, $type: String, $first: Int, $after: String) {{
       jobs(status: $status, type: $type, first: $first, after: $after) {{
-        nodes {{ {f.job_fields()} }} pageInfo {{ hasNextPage endCursor }} }} }}"""
+        nodes {{ {HELD_FIELDS} idempotencyKey }} pageInfo {{ hasNextPage endCursor }} }} }}"""
 
     def parse(data: dict[str, Any]) -> JobPage:
         page = data["jobs"]
@@ -172,7 +177,7 @@ def claim(
     declared, passed = (", $wait: Int", ", waitSeconds: $wait") if wait else ("", "")
     query = f"""mutation($limit: Int!, $types: [String!], $lease: Int{declared}) {{
       claimJobs(limit: $limit, types: $types, leaseSeconds: $lease{passed}) {{
-        jobs {{ {f.job_fields()} }} {ERRORS} }} }}"""
+        jobs {{ {HELD_FIELDS} }} {ERRORS} }} }}"""
     variables: dict[str, Any] = {"limit": limit, "types": types, "lease": lease_seconds}
     if wait:
         variables["wait"] = wait
@@ -191,7 +196,7 @@ def heartbeat(
     declared, passed = (", $progress: JSON", ", progress: $progress") if send_progress else ("", "")
     query = f"""mutation($id: ID!, $lease: Int{declared}) {{
       heartbeatJob(id: $id, leaseSeconds: $lease{passed}) {{
-        job {{ {f.job_fields()} }} {ERRORS} }} }}"""
+        job {{ {HELD_FIELDS} }} {ERRORS} }} }}"""
     variables: dict[str, Any] = {"id": str(job_id), "lease": lease_seconds}
     if send_progress:
         variables["progress"] = progress
@@ -200,7 +205,7 @@ def heartbeat(
 
 def complete(f: Features, job_id: str, result: Any) -> Operation[Job]:
     query = f"""mutation($id: ID!, $result: JSON) {{
-      completeJob(id: $id, result: $result) {{ job {{ {f.job_fields()} }} {ERRORS} }} }}"""
+      completeJob(id: $id, result: $result) {{ job {{ {HELD_FIELDS} result }} {ERRORS} }} }}"""
     return Operation(
         query,
         {"id": str(job_id), "result": result},
@@ -211,7 +216,7 @@ def complete(f: Features, job_id: str, result: Any) -> Operation[Job]:
 def fail(f: Features, job_id: str, error: str, retryable: bool) -> Operation[Failed]:
     query = f"""mutation($id: ID!, $error: String!, $retryable: Boolean) {{
       failJob(id: $id, error: $error, retryable: $retryable) {{
-        job {{ {f.job_fields()} }} willRetry {ERRORS} }} }}"""
+        job {{ {HELD_FIELDS} }} willRetry {ERRORS} }} }}"""
 
     def parse(data: dict[str, Any]) -> Failed:
         out = _payload(data, "failJob")
