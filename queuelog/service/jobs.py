@@ -35,6 +35,7 @@ from queuelog.lifecycle import (
 from queuelog.service import errors, ownership, validation
 from queuelog.service.backoff import backoff_seconds
 from queuelog.service.models import Actor, EnqueueRequest, Job
+from queuelog.service.observer import Expired, JobObserver
 from queuelog.service.reads import JobReads, SharedReads
 from queuelog.service.sanitize import sanitize_error
 from queuelog.service.visibility import may_see, shown
@@ -71,6 +72,7 @@ class JobService(JobReads):
         self.clock = clock
         self.rand = rand or random.Random()
         self.horizon = timedelta(days=settings.schedule_horizon_days)
+        self.observer = JobObserver()  # told what each write did, after its commit
 
     # -- producers ----------------------------------------------------------------------
 
@@ -80,14 +82,19 @@ class JobService(JobReads):
         values = self._row(actor, req, ["input"])
         if "idempotency_key" not in values:
             (inserted,) = await self.db.write_rows(jobs_sql.insert, [values])
-            return Job.from_row(inserted), True
+            job = Job.from_row(inserted)
+            self.observer.enqueued([job])
+            return job, True
         row, created = await self.db.write(jobs_sql.insert_idempotent, values)
         if not created and row.request_hash != values["request_hash"]:
             raise errors.IdempotencyKeyReused(
                 "this idempotency key was used before with a different request",
                 ["input", "idempotencyKey"],
             )
-        return Job.from_row(row), created  # a producer's own job: it may see every field
+        job = Job.from_row(row)  # a producer's own job: it may see every field
+        if created:
+            self.observer.enqueued([job])
+        return job, created
 
     async def enqueue_many(self, actor: Actor, reqs: Sequence[EnqueueRequest]) -> list[Job]:
         """Enqueue 1-500 jobs, all or nothing, returned in input order."""
@@ -98,9 +105,13 @@ class JobService(JobReads):
         if all("idempotency_key" not in r for r in rows):
             # One INSERT, which concurrent batches and enqueues queued meanwhile share.
             inserted = await self.db.write_rows(jobs_sql.insert, rows)
-        else:
-            inserted = await self.db.write(self._enqueue_many, rows)
-        return [Job.from_row(r) for r in inserted]
+            jobs = [Job.from_row(r) for r in inserted]
+            self.observer.enqueued(jobs)
+            return jobs
+        held = await self.db.write(self._enqueue_many, rows)
+        jobs = [Job.from_row(r) for r, _ in held]
+        self.observer.enqueued([j for j, (_, created) in zip(jobs, held, strict=True) if created])
+        return jobs
 
     def _row(
         self, actor: Actor, req: EnqueueRequest, prefix: list[str], now: datetime | None = None
@@ -116,24 +127,25 @@ class JobService(JobReads):
         )
 
     @staticmethod
-    def _enqueue_many(tx: Tx, rows: list[dict[str, Any]]) -> list[Any]:
+    def _enqueue_many(tx: Tx, rows: list[dict[str, Any]]) -> list[tuple[Any, bool]]:
+        """Each input's job, in order, and whether this call created it."""
         plain = [r for r in rows if "idempotency_key" not in r]
         keyed = [r for r in rows if "idempotency_key" in r]
         inserted = iter(jobs_sql.insert(tx, plain) if plain else [])
         held = iter(jobs_sql.insert_idempotent_many(tx, keyed) if keyed else [])
-        out: list[Any] = []
+        out: list[tuple[Any, bool]] = []
         for i, values in enumerate(rows):
             if "idempotency_key" not in values:
-                out.append(next(inserted))
+                out.append((next(inserted), True))
                 continue
-            row, _created = next(held)
+            row, created = next(held)
             if row.request_hash != values["request_hash"]:
                 # Raising rolls the whole batch back: all or nothing.
                 raise errors.IdempotencyKeyReused(
                     "this idempotency key was used before with a different request",
                     ["inputs", str(i), "idempotencyKey"],
                 )
-            out.append(row)
+            out.append((row, created))
         return out
 
     async def cancel(self, actor: Actor, job_id: int) -> Job:
@@ -187,8 +199,12 @@ class JobService(JobReads):
         self._check_lease(lease_seconds)
         if not chosen:
             return []
-        rows = await self.db.write(self._claim, actor.name, chosen, lease_seconds, limit)
-        return [self._shown(actor, r) for r in rows]
+        expired, rows = await self.db.write(self._claim, actor.name, chosen, lease_seconds, limit)
+        jobs = [self._shown(actor, r) for r in rows]
+        if expired:
+            self.observer.leases_expired(expired)
+        self.observer.claimed(jobs)
+        return jobs
 
     def claim_wait(self, seconds: int | None) -> float:
         """How long a claim may wait for a job (`waitSeconds`, 0 to 60): never so long that
@@ -204,16 +220,18 @@ class JobService(JobReads):
 
     def _claim(
         self, tx: Tx, worker: str, types: list[str], lease_seconds: int | None, limit: int
-    ) -> list[Any]:
+    ) -> tuple[list[Expired], list[Any]]:
         now = self.clock()
+        expired = []
         if tx.first("rescue"):  # claims batched together share one rescue
-            self._rescue(tx, now)
+            expired = self._rescue(tx, now)
         lease_until = {
             t: now + timedelta(seconds=lease_seconds or self.types[t].lease_seconds) for t in types
         }
-        return jobs_sql.claim(
+        rows = jobs_sql.claim(
             tx, worker=worker, now=now, types=types, limit=limit, lease_until=lease_until
         )
+        return expired, rows
 
     async def heartbeat(
         self, actor: Actor, job_id: int, lease_seconds: int | None, progress: Any = None
@@ -246,9 +264,11 @@ class JobService(JobReads):
         def repeated(row: Any) -> bool:  # this worker's earlier completeJob succeeded
             return bool(row.status == COMPLETED and row.worker_id == actor.name)
 
-        return await self.db.write(
+        job = await self.db.write(
             self._settle, actor, job_id, step, by_row=False, repeated=repeated
         )
+        self.observer.finished(job, job.claimed_at, retried=False)
+        return job
 
     async def fail(
         self, actor: Actor, job_id: int, error: str, retryable: bool = True
@@ -257,8 +277,11 @@ class JobService(JobReads):
         the worker says the failure is retryable), else FAILED. Returns the job and whether
         it will be retried."""
         text = sanitize_error(error, self.settings.error_max_chars)
+        started: datetime | None = None
 
         def step(row: Any, now: datetime) -> tuple[Transition, dict[str, Any]]:
+            nonlocal started
+            started = row.claimed_at  # a retry clears it
             if retryable and row.retry_count < row.max_retries:
                 return FAIL_AND_RETRY, self._retry_later(row, now, text)
             return FAIL, {"error": text, "finished_at": now, "updated_at": now}
@@ -273,7 +296,9 @@ class JobService(JobReads):
             )
 
         job = await self.db.write(self._settle, actor, job_id, step, repeated=repeated)
-        return job, job.status is Status.PENDING
+        retried = job.status is Status.PENDING
+        self.observer.finished(job, started, retried)
+        return job, retried
 
     def _retry_later(self, row: Any, now: datetime, error: str) -> dict[str, Any]:
         """The values of a failed attempt that will be retried after a backoff."""
@@ -340,16 +365,19 @@ class JobService(JobReads):
         """Give back every job whose lease has expired; returns how many were rescued."""
         total = 0
         while True:
-            n = await self.db.write(lambda tx: self._rescue(tx, self.clock()))
-            total += n
-            if n < RESCUE_BATCH:
+            expired = await self.db.write(lambda tx: self._rescue(tx, self.clock()))
+            if expired:
+                self.observer.leases_expired(expired)
+            total += len(expired)
+            if len(expired) < RESCUE_BATCH:
                 return total
 
-    def _rescue(self, tx: Tx, now: datetime) -> int:
+    def _rescue(self, tx: Tx, now: datetime) -> list[Expired]:
         rows = jobs_sql.expired_leases(tx, now, RESCUE_BATCH)
-        rescued = 0
+        rescued = []
         for row in rows:
-            if row.retry_count < row.max_retries:
+            retried = row.retry_count < row.max_retries
+            if retried:
                 transition = RESCUE_AND_RETRY
                 values = self._retry_later(row, now, LEASE_EXPIRED)
             else:
@@ -358,5 +386,5 @@ class JobService(JobReads):
             # The rows are locked (PostgreSQL) or the write lock is held (SQLite): the
             # compare-and-set cannot miss, but a rescue is counted only when it happened.
             if jobs_sql.apply(tx, transition, row.id, values, at=now):
-                rescued += 1
+                rescued.append(Expired(row.type, retried))
         return rescued

@@ -288,7 +288,7 @@ async def test_claims_batched_together_share_one_rescue(
     rescues: list[Any] = []
     rescue = service._rescue
 
-    def counted(tx: Tx, now: Any) -> int:
+    def counted(tx: Tx, now: Any) -> Any:
         rescues.append(now)
         return rescue(tx, now)
 
@@ -296,6 +296,6 @@ async def test_claims_batched_together_share_one_rescue(
     claimed = services.db.write_sync(
         lambda tx: [service._claim(tx, worker.name, ["email"], None, 1) for _ in range(3)]
     )
-    assert [len(jobs) for jobs in claimed] == [1, 1, 1]
-    assert len({job.id for jobs in claimed for job in jobs}) == 3
+    assert [len(jobs) for _, jobs in claimed] == [1, 1, 1]
+    assert len({job.id for _, jobs in claimed for job in jobs}) == 3
     assert len(rescues) == 1
