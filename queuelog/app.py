@@ -1,5 +1,6 @@
-"""The Starlette application: GraphQL over HTTP and WebSocket at /graphql, GraphiQL, health,
-CORS, the request-body limit, authentication, and the background tasks of the lifespan.
+"""The Starlette application: GraphQL over HTTP and WebSocket at /graphql, GraphiQL,
+health and readiness, metrics, CORS, the request-body limit, authentication, and the
+background tasks of the lifespan.
 
 Authentication errors follow one rule, the one GraphQL-over-HTTP gives every error: a key
 that is sent and is not live (or not `Bearer`) is a request error, so nothing runs, answered
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -29,6 +31,8 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http import GraphQLHTTPResponse
+from strawberry.types import ExecutionResult
 
 from queuelog.auth.backend import (
     ApiKeyBackend,
@@ -54,6 +58,9 @@ from queuelog.events.listen import listen
 from queuelog.events.sessions import Session
 from queuelog.graphiql import ASSETS_PATH, GraphiQLAssets
 from queuelog.graphiql import page as graphiql_page
+from queuelog.health import Readiness, healthz
+from queuelog.metrics import JobMetrics, MetricsEndpoint, process_exited, subscriptions_loop
+from queuelog.operations import OUTCOME, OperationLabels, OperationObserver, root_fields
 from queuelog.resolvers.context import Context
 from queuelog.runtime import Services, open_services
 from queuelog.schema.schema import build_schema
@@ -87,6 +94,15 @@ class QueuelogGraphQL(SpecGraphQL):
     @property
     def graphql_ide_html(self) -> str:
         return self.ide_page
+
+    async def process_result(
+        self, request: Request, result: ExecutionResult
+    ) -> GraphQLHTTPResponse:
+        data = await super().process_result(request, result)
+        # The outcome the metrics count (`queuelog.operations`): no `data` means it never ran.
+        outcome = "error" if "data" in data else "rejected"
+        setattr(request.state, OUTCOME, "ok" if not result.errors else outcome)
+        return data
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket | None
@@ -209,10 +225,6 @@ def _auth_error(conn: HTTPConnection, exc: Exception) -> Response:
     )
 
 
-async def _health(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
-
-
 def create_app(settings: Settings | None = None, services: Services | None = None) -> Starlette:
     settings = settings or Settings()
     s = services or open_services(settings)
@@ -227,6 +239,12 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         execution_timeout=settings.execution_timeout_seconds,
     )
     csp = page_csp(graphql.graphql_ide_html) if graphql.graphql_ide else API_CSP
+    if settings.otel:
+        from queuelog.tracing import enable
+
+        enable(graphql.schema, [s.db.writer, s.db.reader])
+    s.service.observer = JobMetrics()
+    metrics = MetricsEndpoint(s)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -236,7 +254,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             asyncio.create_task(
                 maintenance_loop(s.service, settings.maintenance_interval_seconds),
                 name="queuelog-maintenance",
-            )
+            ),
+            asyncio.create_task(subscriptions_loop(metrics), name="queuelog-metrics"),
         ]
         if s.db.dialect == "postgresql":  # revocations by other replicas
             url = s.db.url.set(drivername="postgresql").render_as_string(hide_password=False)
@@ -256,17 +275,22 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
                     await task
             await s.feed.stop()
             s.db.close()
+            process_exited(os.getpid())
 
     # Each route answers its own methods (405 otherwise); every request passes the
     # middlewares below in order, outermost first.
     routes: list[BaseRoute] = [
-        Route("/healthz", _health),
+        Route("/healthz", healthz),
+        Route("/readyz", Readiness(s.db).respond),
+        Route("/metrics", metrics.respond),
         Route("/graphql", graphql, methods=["GET", "POST"]),
         WebSocketRoute("/graphql", graphql),
     ]
     if graphql.graphql_ide:
         routes.append(Mount(ASSETS_PATH, GraphiQLAssets()))
     middleware = [Middleware(EdgeHeaders, page_csp=csp)]
+    labels = OperationLabels(root_fields(graphql.schema.as_str()), settings.max_tokens)
+    observer = Middleware(OperationObserver, labels=labels, body_max=settings.request_max_bytes)
     if settings.allowed_origins:
         middleware.append(
             Middleware(
@@ -278,6 +302,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
                 max_age=600,
             )
         )
+    middleware.append(observer)  # after CORS: its preflights are no GraphQL requests
     anonymous = TokenBuckets(
         settings.anonymous_rate_limit_per_second, settings.anonymous_rate_limit_burst
     )

@@ -117,6 +117,11 @@ class Settings(BaseSettings):
     field_suggestions: bool = False
     allowed_origins: Annotated[tuple[str, ...], NoDecode] = ()
 
+    # operations (see README "Running in production")
+    metrics_public: bool = False  # GET /metrics without a key, for a private network
+    log_format: Literal["text", "json"] = "text"
+    otel: bool = False  # OpenTelemetry tracing; needs `pip install queuelog[otel]`
+
     @field_validator("job_types", mode="before")
     @classmethod
     def _split_types(cls, value: object) -> object:

@@ -68,3 +68,9 @@ def total(tx: Tx, *, producer: str | None, job_type: str | None, status: str | N
         if value is not None:
             stmt = stmt.where(column == value)
     return int(tx.conn.execute(stmt).scalar_one())
+
+
+def by_type_and_status(tx: Tx) -> list[tuple[str, str, int]]:
+    """How many jobs of each type and status (only those with any), over every producer."""
+    stmt = sa.select(C.job_type, C.status, sa.func.sum(C.n)).group_by(C.job_type, C.status)
+    return [(t, s, int(n)) for t, s, n in tx.conn.execute(stmt).all() if n]

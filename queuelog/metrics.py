@@ -1,0 +1,214 @@
+"""Prometheus metrics, served at GET /metrics in the text format.
+
+Two kinds: the job gauges `queuelog_jobs{type,status}` are the database's counters, read at
+each scrape, so every replica reports the same numbers; everything else is this process's
+own (jobs it enqueued, claimed, settled; GraphQL requests it answered; subscriptions it
+holds). When several processes serve (PROMETHEUS_MULTIPROC_DIR set before start, as
+prometheus_client's multiprocess mode asks), a scrape of any of them sums every process's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from queuelog.auth.backend import Principal
+from queuelog.service.models import Job, Role
+from queuelog.service.observer import Expired, JobObserver
+from queuelog.services import Services
+from queuelog.storage import counts as counts_sql
+from queuelog.storage.jobs import STATUSES
+
+MULTIPROCESS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+# The roles whose keys may read /metrics: admin, and a read-only viewer role where one exists.
+READERS = frozenset(r for r in Role if r.value in ("admin", "viewer"))
+
+# Job times run from seconds to days; requests from a millisecond to the execution timeout.
+JOB_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86400)
+REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+REGISTRY = CollectorRegistry()  # this process's metrics (single-process mode)
+ENQUEUED = Counter("queuelog_jobs_enqueued", "Jobs enqueued", ["type"], registry=REGISTRY)
+CLAIMED = Counter("queuelog_jobs_claimed", "Jobs claimed by workers", ["type"], registry=REGISTRY)
+COMPLETED = Counter("queuelog_jobs_completed", "Jobs completed", ["type"], registry=REGISTRY)
+FAILED = Counter(
+    "queuelog_jobs_failed", "Jobs failed for good (no retry left)", ["type"], registry=REGISTRY
+)
+RETRIED = Counter(
+    "queuelog_jobs_retried", "Failed attempts put back to run again", ["type"], registry=REGISTRY
+)
+LEASES_EXPIRED = Counter(
+    "queuelog_leases_expired",
+    "Leases that ran out and were taken back",
+    ["type"],
+    registry=REGISTRY,
+)
+WAIT_SECONDS = Histogram(
+    "queuelog_job_wait_seconds",
+    "From when a job was due to when a worker claimed it",
+    ["type"],
+    buckets=JOB_BUCKETS,
+    registry=REGISTRY,
+)
+RUN_SECONDS = Histogram(
+    "queuelog_job_run_seconds",
+    "From a claim to the worker's complete or fail",
+    ["type"],
+    buckets=JOB_BUCKETS,
+    registry=REGISTRY,
+)
+GRAPHQL_REQUESTS = Counter(
+    "queuelog_graphql_requests",
+    "GraphQL requests over HTTP by operation (its root field) and outcome",
+    ["operation", "outcome"],
+    registry=REGISTRY,
+)
+GRAPHQL_SECONDS = Histogram(
+    "queuelog_graphql_request_seconds",
+    "Time to answer a GraphQL request over HTTP, by operation (its root field)",
+    ["operation"],
+    buckets=REQUEST_BUCKETS,
+    registry=REGISTRY,
+)
+SUBSCRIPTIONS = Gauge(
+    "queuelog_subscriptions",
+    "Subscriptions open",
+    registry=REGISTRY,
+    multiprocess_mode="livesum",
+)
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return max(0.0, (end - start).total_seconds())
+
+
+class JobMetrics(JobObserver):
+    """Counts what the job service reports after each commit."""
+
+    def enqueued(self, jobs: Sequence[Job]) -> None:
+        for job in jobs:
+            ENQUEUED.labels(job.type).inc()
+
+    def claimed(self, jobs: Sequence[Job]) -> None:
+        for job in jobs:
+            CLAIMED.labels(job.type).inc()
+            # Due at run_at, or when enqueued if that was later (run_at in the past).
+            wait = _seconds(max(job.run_at, job.created_at), job.claimed_at)
+            if wait is not None:
+                WAIT_SECONDS.labels(job.type).observe(wait)
+
+    def finished(self, job: Job, started: datetime | None, retried: bool) -> None:
+        if retried:
+            RETRIED.labels(job.type).inc()
+        elif job.status.value == "completed":
+            COMPLETED.labels(job.type).inc()
+        else:
+            FAILED.labels(job.type).inc()
+        run = _seconds(started, job.finished_at or job.updated_at)
+        if run is not None:
+            RUN_SECONDS.labels(job.type).observe(run)
+
+    def leases_expired(self, expired: Sequence[Expired]) -> None:
+        for job_type, retried in expired:
+            LEASES_EXPIRED.labels(job_type).inc()
+            (RETRIED if retried else FAILED).labels(job_type).inc()
+
+
+def observe_request(operation: str, outcome: str, seconds: float) -> None:
+    GRAPHQL_REQUESTS.labels(operation, outcome).inc()
+    GRAPHQL_SECONDS.labels(operation).observe(seconds)
+
+
+class _JobGauges(Collector):
+    """`queuelog_jobs{type,status}` from counts read just before: every configured type
+    and status, zero where there are none, and any other type the table still holds."""
+
+    def __init__(self, counts: list[tuple[str, str, int]], job_types: Sequence[str]) -> None:
+        self.counts = counts
+        self.job_types = job_types
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "queuelog_jobs", "Jobs by type and status (the database's)", labels=["type", "status"]
+        )
+        values = {(t, s): 0 for t in self.job_types for s in STATUSES}
+        for job_type, status, n in self.counts:
+            values[job_type, status] = n
+        for (job_type, status), n in sorted(values.items()):
+            family.add_metric([job_type, status], n)
+        yield family
+
+
+def render(counts: list[tuple[str, str, int]], job_types: Sequence[str]) -> bytes:
+    """The exposition: this process's metrics (or every process's, in multiprocess mode)
+    and the job gauges."""
+    if MULTIPROCESS_DIR:
+        processes = CollectorRegistry()
+        multiprocess.MultiProcessCollector(processes)  # type: ignore[no-untyped-call]
+        own = generate_latest(processes)
+    else:
+        own = generate_latest(REGISTRY)
+    jobs = CollectorRegistry()
+    jobs.register(_JobGauges(counts, job_types))
+    return own + generate_latest(jobs)
+
+
+class MetricsEndpoint:
+    """GET /metrics: for an admin (or viewer) key, or for anyone when `metrics_public`."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def refresh_subscriptions(self) -> None:
+        SUBSCRIPTIONS.set(self.services.feed.followers)
+
+    async def respond(self, request: Request) -> Response:
+        user = request.scope.get("user")
+        if not self.services.settings.metrics_public:
+            if not isinstance(user, Principal):
+                return _refused(401, "UNAUTHENTICATED", "an admin API key is required")
+            if user.actor.role not in READERS:
+                return _refused(403, "FORBIDDEN", "only an admin key may read the metrics")
+        self.refresh_subscriptions()
+        counts = await self.services.db.read(counts_sql.by_type_and_status)
+        job_types = self.services.settings.job_types
+        body = await asyncio.to_thread(render, counts, job_types)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+def _refused(status: int, code: str, message: str) -> Response:
+    headers = {"WWW-Authenticate": 'Bearer realm="queuelog"'} if status == 401 else None
+    body = {"errors": [{"message": message, "extensions": {"code": code}}]}
+    return JSONResponse(body, status, headers)
+
+
+async def subscriptions_loop(endpoint: MetricsEndpoint, interval: float = 1.0) -> None:
+    """Keep this process's subscriptions gauge current between scrapes (another process
+    may be the one scraped, in multiprocess mode)."""
+    while True:
+        endpoint.refresh_subscriptions()
+        await asyncio.sleep(interval)
+
+
+def process_exited(pid: int) -> None:
+    """Drop a stopped process's live gauges (multiprocess mode)."""
+    if MULTIPROCESS_DIR:
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
