@@ -1,0 +1,71 @@
+"""GET /healthz and GET /readyz answer without a key; /readyz is 503 while the database does
+not answer or its migrations are not this code's newest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from queuelog.config import Settings
+from queuelog.health import Readiness
+from queuelog.services import open_services
+from queuelog.storage.db import Database
+from queuelog.storage.migrate import head_revision, migrate
+from tests.support import LiveServer
+
+
+async def test_health_and_readiness_need_no_key(live: tuple[LiveServer, str]) -> None:
+    server, _ = live
+    base = server.url.removesuffix("/graphql")
+    async with httpx.AsyncClient() as client:
+        health = await client.get(f"{base}/healthz")
+        ready = await client.get(f"{base}/readyz")
+    assert health.status_code == 200 and health.json() == {"status": "ok"}
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ok", "migration": head_revision()}
+
+
+async def _readiness(db: Database) -> tuple[int, dict[str, Any]]:
+    response = await Readiness(db).respond(None)  # type: ignore[arg-type]  # it reads none
+    return response.status_code, orjson.loads(bytes(response.body))
+
+
+async def test_not_ready_before_the_newest_migration(settings: Settings) -> None:
+    s = open_services(settings)
+    try:
+        migrate(s.db, "0004")
+        status, body = await _readiness(s.db)
+        assert status == 503
+        assert body["reason"] == "migrations" and body["expected"] == head_revision()
+        migrate(s.db)
+        assert (await _readiness(s.db))[0] == 200
+    finally:
+        s.db.close()
+
+
+async def test_not_ready_while_the_database_does_not_answer(backend: str, tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    url = (
+        f"sqlite:///{path}"
+        if backend == "sqlite"
+        else "postgresql://postgres@127.0.0.1:5432/queuelog_no_such_database"
+    )
+    db = Database(url)
+    if backend == "sqlite":
+        path.write_bytes(b"not a database, " * 256)
+    try:
+        status, body = await _readiness(db)
+    finally:
+        db.close()
+    assert status == 503 and body == {"status": "unavailable", "reason": "database"}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_served_process_is_ready(tmp_path: Path, db_url: str) -> None:
+    with LiveServer(db_url, tmp_path) as server:
+        ready = httpx.get(server.url.replace("/graphql", "/readyz"))
+    assert ready.status_code == 200
