@@ -160,11 +160,17 @@ class QuietDisconnects:
 def uvicorn_config(
     app: ASGIApp, settings: Settings, host: str, port: int, log_level: str
 ) -> uvicorn.Config:
+    log_options: dict[str, Any] = {}
+    if settings.log_format == "json":
+        from queuelog.logs import json_log_config
+
+        log_options["log_config"] = json_log_config(log_level)
     return uvicorn.Config(
         QuietDisconnects(app),
         host=host,
         port=port,
         log_level=log_level,
+        **log_options,
         http=bounded_protocol(settings),
         timeout_keep_alive=settings.http_keep_alive_seconds,
         ws_max_size=settings.request_max_bytes,
