@@ -58,3 +58,7 @@ class NotJobOwner(DomainError):
 
 class NameTaken(DomainError):
     code = "NAME_TAKEN"
+
+
+class InvalidSchedule(DomainError):
+    code = "INVALID_SCHEDULE"
