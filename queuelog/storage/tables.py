@@ -171,3 +171,23 @@ api_keys = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("revoked_at", UTCDateTime),
 )
+
+# Recurring jobs (`service.schedules`): `next_run_at` is the first due time not yet
+# enqueued; replicas advance it by compare-and-set, and each due time's job carries an
+# idempotency key, so a due time makes one job however many replicas see it.
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("type", sa.String(64), nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("priority", sa.SmallInteger, nullable=False),
+    sa.Column("cron", sa.String(100), nullable=False),
+    sa.Column("timezone", sa.String(64), nullable=False),
+    sa.Column("paused", sa.Boolean, nullable=False),
+    sa.Column("next_run_at", UTCDateTime),
+    sa.Column("last_run_at", UTCDateTime),
+    sa.Column("last_job_id", BigId),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
