@@ -6,7 +6,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, field_validator
@@ -36,6 +36,19 @@ class TypeDefaults(BaseModel):
     lease_seconds: int | None = Field(default=None, ge=1, le=86_400)
     backoff_base_seconds: float | None = Field(default=None, ge=0)
     backoff_max_seconds: float | None = Field(default=None, ge=0)
+
+
+class ScheduleConfig(BaseModel):
+    """A schedule, from a `[schedules.<name>]` table of the TOML file."""
+
+    model_config = {"extra": "forbid"}
+
+    type: str
+    cron: str
+    timezone: str = "UTC"
+    payload: dict[str, Any] = Field(default_factory=dict)
+    priority: Literal["LOW", "MEDIUM", "HIGH", "CRITICAL"] = "LOW"
+    paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +134,7 @@ class Settings(BaseSettings):
     metrics_public: bool = False  # GET /metrics without a key, for a private network
     log_format: Literal["text", "json"] = "text"
     otel: bool = False  # OpenTelemetry tracing; needs `pip install queuelog[otel]`
+    schedule_interval_seconds: float = Field(default=0.5, gt=0, le=60)
 
     @field_validator("job_types", mode="before")
     @classmethod
@@ -169,6 +183,14 @@ class Settings(BaseSettings):
                 " (e.g. python -c 'import secrets; print(\"ql_\" + secrets.token_urlsafe(32))')"
             )
         return value
+
+    def schedule_configs(self) -> dict[str, ScheduleConfig]:
+        """The `[schedules.<name>]` tables of the TOML file: created on start where no
+        schedule of that name exists (changes made through the API are kept)."""
+        if self.config is None:
+            return {}
+        raw = tomllib.loads(self.config.read_text())
+        return {n: ScheduleConfig.model_validate(t) for n, t in raw.get("schedules", {}).items()}
 
     def type_configs(self) -> dict[str, JobTypeConfig]:
         """The configured job types with their defaults, the TOML file's overriding the server's."""

@@ -29,15 +29,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from queuelog.auth.backend import Principal
-from queuelog.service.models import Job, Role
+from queuelog.service.models import READERS, Job
 from queuelog.service.observer import Expired, JobObserver
 from queuelog.services import Services
 from queuelog.storage import counts as counts_sql
 from queuelog.storage.jobs import STATUSES
 
 MULTIPROCESS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-# The roles whose keys may read /metrics: admin, and a read-only viewer role where one exists.
-READERS = frozenset(r for r in Role if r.value in ("admin", "viewer"))
 
 # Job times run from seconds to days; requests from a millisecond to the execution timeout.
 JOB_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86400)

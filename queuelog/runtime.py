@@ -9,6 +9,7 @@ from queuelog.auth.keys import KeyStore
 from queuelog.config import Settings
 from queuelog.events.feed import EventFeed
 from queuelog.service.jobs import JobService
+from queuelog.service.schedules import ScheduleService
 from queuelog.storage.db import Database
 
 
@@ -19,6 +20,7 @@ class Services:
     service: JobService
     keys: KeyStore
     feed: EventFeed
+    schedules: ScheduleService
 
 
 def open_services(settings: Settings) -> Services:
@@ -28,10 +30,11 @@ def open_services(settings: Settings) -> Services:
         busy_timeout_ms=settings.sqlite_busy_timeout_ms,
         pool_size=settings.pool_size,
     )
+    service = JobService(db, settings)
     return Services(
         settings=settings,
         db=db,
-        service=JobService(db, settings),
+        service=service,
         keys=KeyStore(db, settings.job_types, settings.key_cache_seconds),
         feed=EventFeed(
             db,
@@ -39,4 +42,5 @@ def open_services(settings: Settings) -> Services:
             poll_interval=settings.event_poll_seconds,
             idle=min(5.0, settings.key_recheck_seconds),
         ),
+        schedules=ScheduleService(service),
     )

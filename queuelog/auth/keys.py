@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from queuelog.service import errors
 from queuelog.service.models import ApiKey, Priority, Role
+from queuelog.service.schedules import PRODUCER_PREFIX
 from queuelog.singleflight import SingleFlight
 from queuelog.storage import keys as keys_sql
 from queuelog.storage.db import Database
@@ -73,6 +74,10 @@ def hash_secret(secret: str) -> str:
 
 
 def _check_name(name: str) -> str:
+    if name.startswith(PRODUCER_PREFIX):  # schedules enqueue under these names
+        raise errors.ValidationFailed(
+            f"names starting with {PRODUCER_PREFIX!r} belong to schedules", ["input", "name"]
+        )
     if not 1 <= len(name) <= NAME_MAX or not name.isprintable() or name != name.strip():
         raise errors.ValidationFailed(
             f"name must be 1 to {NAME_MAX} printable characters without surrounding spaces",

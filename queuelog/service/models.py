@@ -34,6 +34,10 @@ class Role(enum.Enum):
     ADMIN = "admin"
 
 
+# The roles that may read everything (metrics, schedules): admin, and viewer where it exists.
+READERS = frozenset(r for r in Role if r.value in ("admin", "viewer"))
+
+
 @dataclass(frozen=True, slots=True)
 class Actor:
     """Who is calling: an API key's name, role and limits."""
