@@ -65,6 +65,7 @@ from queuelog.resolvers.context import Context
 from queuelog.runtime import Services, open_services
 from queuelog.schema.schema import build_schema
 from queuelog.service.maintenance import maintenance_loop
+from queuelog.service.schedules import schedule_loop
 from queuelog.storage.db import KEYS_CHANNEL
 from queuelog.storage.migrate import migrate
 from queuelog.view import SpecGraphQL
@@ -117,6 +118,7 @@ class QueuelogGraphQL(SpecGraphQL):
             feed=s.feed,
             actor=user.actor if isinstance(user, Principal) else None,
             ws_rate_limit=self.key_buckets if isinstance(request, WebSocket) else None,
+            schedules_service=s.schedules,
         )
 
     async def on_ws_connect(self, context: Context) -> dict[str, object] | None:
@@ -249,6 +251,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await asyncio.to_thread(migrate, s.db)
+        await s.schedules.seed(settings.schedule_configs())
         await s.feed.start()
         tasks = [
             asyncio.create_task(
@@ -256,6 +259,10 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
                 name="queuelog-maintenance",
             ),
             asyncio.create_task(subscriptions_loop(metrics), name="queuelog-metrics"),
+            asyncio.create_task(
+                schedule_loop(s.schedules, settings.schedule_interval_seconds),
+                name="queuelog-schedules",
+            ),
         ]
         if s.db.dialect == "postgresql":  # revocations by other replicas
             url = s.db.url.set(drivername="postgresql").render_as_string(hide_password=False)

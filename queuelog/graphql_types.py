@@ -9,7 +9,9 @@ import strawberry
 from strawberry.scalars import JSON
 
 from queuelog.service import models
+from queuelog.service import schedules as service_schedules
 from queuelog.service.errors import DomainError
+from queuelog.service.schedules import schedule_of
 
 # The domain's enums are the GraphQL enums (registered here, used by their domain names).
 JobStatus = models.Status
@@ -35,6 +37,9 @@ class UserErrorCode(enum.Enum):
     INVALID_STATE = "INVALID_STATE"
     NOT_JOB_OWNER = "NOT_JOB_OWNER"
     NAME_TAKEN = "NAME_TAKEN"
+    INVALID_SCHEDULE = strawberry.enum_value(
+        "INVALID_SCHEDULE", description="The cron expression or time zone does not parse."
+    )
 
 
 @strawberry.type(description="An expected failure of a mutation.")
@@ -72,6 +77,9 @@ class Job:
         description="What the holding worker last reported through heartbeatJob(progress:); "
         "kept after the job ends."
     )
+    schedule: str | None = strawberry.field(
+        description="The schedule that enqueued this job, if any."
+    )
 
     # Resolved by `queuelog.resolvers.fields.job_events` (wired in the schema assembly).
     events: list[JobEvent] = strawberry.field(default_factory=list)
@@ -100,6 +108,7 @@ class Job:
             updated_at=job.updated_at,
             finished_at=job.finished_at,
             progress=job.progress,
+            schedule=schedule_of(job.producer),
         )
 
 
@@ -280,4 +289,77 @@ class FailJobPayload:
 class CreateApiKeyPayload:
     api_key: ApiKey | None = None
     secret: str | None = None
+    user_errors: list[UserError] = strawberry.field(default_factory=list)
+
+
+# -- schedules (`service.schedules`) ----------------------------------------------------
+
+
+@strawberry.type(
+    description="A recurring job: each due time enqueues one job, once across every replica."
+)
+class Schedule:
+    name: str
+    type: str
+    payload: JSON
+    priority: JobPriority
+    cron: str = strawberry.field(
+        description="A 5-field cron expression (minute hour day-of-month month day-of-week), "
+        "or @every <n>s|m|h."
+    )
+    timezone: str = strawberry.field(description="IANA time zone the cron expression is read in.")
+    paused: bool
+    next_run_at: datetime | None
+    last_run_at: datetime | None
+    last_job_id: strawberry.Private[int | None]
+    # Resolved by `queuelog.resolvers.schedules.last_job` (wired in the schema assembly).
+    last_job: Job | None = strawberry.field(
+        default=None, description="The job enqueued at lastRunAt, if the viewer may see it."
+    )
+
+    @classmethod
+    def of(cls, s: service_schedules.Schedule) -> Schedule:
+        return cls(
+            name=s.name,
+            type=s.type,
+            payload=s.payload,
+            priority=s.priority,
+            cron=s.cron,
+            timezone=s.timezone,
+            paused=s.paused,
+            next_run_at=s.next_run_at,
+            last_run_at=s.last_run_at,
+            last_job_id=s.last_job_id,
+        )
+
+
+@strawberry.input
+class ScheduleInput:
+    name: str = strawberry.field(
+        description="1 to 100 printable characters; an existing schedule of that name is replaced."
+    )
+    type: str
+    payload: JSON | None = strawberry.field(
+        default=None, description="A JSON object; omitted or null: {}."
+    )
+    priority: JobPriority | None = models.Priority.LOW
+    cron: str
+    timezone: str | None = "UTC"
+    paused: bool | None = False
+
+    def request(self) -> service_schedules.ScheduleRequest:
+        return service_schedules.ScheduleRequest(
+            name=self.name,
+            type=self.type,
+            cron=self.cron,
+            payload=self.payload,
+            priority=models.Priority.LOW if self.priority is None else self.priority,
+            timezone="UTC" if self.timezone is None else self.timezone,
+            paused=bool(self.paused),
+        )
+
+
+@strawberry.type
+class SchedulePayload:
+    schedule: Schedule | None = None
     user_errors: list[UserError] = strawberry.field(default_factory=list)

@@ -20,6 +20,7 @@ from queuelog.events.sessions import Session
 from queuelog.service.errors import ValidationFailed
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor
+from queuelog.service.schedules import ScheduleService
 
 
 @contextmanager
@@ -50,6 +51,12 @@ class Context:
     connection_params: dict[str, Any] | None = None
     ws_rate_limit: TokenBuckets | None = None  # set on WebSocket connections
     session: Session | None = None  # WebSocket connections: the key's live state
+    schedules_service: ScheduleService | None = None
+
+    @property
+    def schedules(self) -> ScheduleService:
+        assert self.schedules_service is not None, "the server sets it"
+        return self.schedules_service
 
     def require_actor(self) -> Actor:
         if self.actor is None:

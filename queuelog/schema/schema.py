@@ -33,9 +33,11 @@ from queuelog.graphql_types import (
     JobPayload,
     JobProgress,
     QueueStats,
+    Schedule,
+    SchedulePayload,
     Viewer,
 )
-from queuelog.resolvers import fields, mutations, queries, subscriptions
+from queuelog.resolvers import fields, mutations, queries, schedules, subscriptions
 from queuelog.schema import fastpath
 from queuelog.schema.errors import log_errors, mask
 from queuelog.schema.extension import (
@@ -56,6 +58,7 @@ def _resolve(type_: type, name: str, resolver: Callable[..., Any]) -> None:
 
 _resolve(Job, "events", fields.job_events)
 _resolve(JobEvent, "job", fields.event_job)
+_resolve(Schedule, "last_job", schedules.last_job)
 
 
 @strawberry.type
@@ -82,6 +85,11 @@ class Query:
     )
     api_keys: list[ApiKey] = strawberry.field(
         resolver=queries.api_keys, permission_classes=[AdminOnly], description="Admin only."
+    )
+    schedules: list[Schedule] = strawberry.field(
+        resolver=schedules.schedules,
+        permission_classes=[Authenticated],
+        description="Admin and viewer.",
     )
 
 
@@ -119,6 +127,21 @@ class Mutation:
     )
     revoke_api_key: bool = strawberry.mutation(
         resolver=mutations.revoke_api_key, permission_classes=[AdminOnly]
+    )
+    upsert_schedule: SchedulePayload = strawberry.mutation(
+        resolver=schedules.upsert_schedule,
+        permission_classes=[AdminOnly],
+        description="Admin only. Creates or replaces a schedule.",
+    )
+    delete_schedule: bool = strawberry.mutation(
+        resolver=schedules.delete_schedule,
+        permission_classes=[AdminOnly],
+        description="Admin only. False when no schedule has that name.",
+    )
+    run_schedule_now: EnqueueJobPayload = strawberry.mutation(
+        resolver=schedules.run_schedule_now,
+        permission_classes=[AdminOnly],
+        description="Admin only. Enqueues the schedule's job now, in addition to its due times.",
     )
 
 
