@@ -29,11 +29,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from queuelog.auth.backend import Principal
+from queuelog.lifecycle import Status
+from queuelog.runtime import Services
 from queuelog.service.models import READERS, Job
 from queuelog.service.observer import Expired, JobObserver
-from queuelog.services import Services
 from queuelog.storage import counts as counts_sql
-from queuelog.storage.jobs import STATUSES
 
 MULTIPROCESS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
 
@@ -147,7 +147,7 @@ class _JobGauges(Collector):
         family = GaugeMetricFamily(
             "queuelog_jobs", "Jobs by type and status (the database's)", labels=["type", "status"]
         )
-        values = {(t, s): 0 for t in self.job_types for s in STATUSES}
+        values = {(t, s.value): 0 for t in self.job_types for s in Status}
         for job_type, status, n in self.counts:
             values[job_type, status] = n
         for (job_type, status), n in sorted(values.items()):

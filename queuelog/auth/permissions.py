@@ -8,7 +8,7 @@ from graphql import GraphQLError
 from strawberry.permission import BasePermission
 
 from queuelog.auth.ratelimit import RateLimited
-from queuelog.service.models import Role
+from queuelog.service.models import READERS, Role
 
 UNAUTHENTICATED_MESSAGE = "authentication required: send 'Authorization: Bearer <api key>'"
 
@@ -68,3 +68,9 @@ class WorkerOrAdmin(Authenticated):
 
 class AdminOnly(Authenticated):
     roles = (Role.ADMIN,)
+
+
+class Readers(Authenticated):
+    """Admins, and viewers where that role exists: who may read everything."""
+
+    roles = tuple(READERS)

@@ -17,7 +17,13 @@ from strawberry.types import ExecutionContext, ExecutionResult, get_object_defin
 from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
 
-from queuelog.auth.permissions import AdminOnly, Authenticated, ProducerOrAdmin, WorkerOrAdmin
+from queuelog.auth.permissions import (
+    AdminOnly,
+    Authenticated,
+    ProducerOrAdmin,
+    Readers,
+    WorkerOrAdmin,
+)
 from queuelog.config import Settings
 from queuelog.graphql_types import (
     ApiKey,
@@ -88,7 +94,7 @@ class Query:
     )
     schedules: list[Schedule] = strawberry.field(
         resolver=schedules.schedules,
-        permission_classes=[Authenticated],
+        permission_classes=[Readers],
         description="Admin and viewer.",
     )
 

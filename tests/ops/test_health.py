@@ -12,7 +12,7 @@ import pytest
 
 from queuelog.config import Settings
 from queuelog.health import Readiness
-from queuelog.services import open_services
+from queuelog.runtime import open_services
 from queuelog.storage.db import Database
 from queuelog.storage.migrate import head_revision, migrate
 from tests.support import LiveServer

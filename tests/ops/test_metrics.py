@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
-from queuelog.services import Services
+from queuelog.runtime import Services
 from queuelog.storage.tables import jobs
 from tests.support import LiveServer
 

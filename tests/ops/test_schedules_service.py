@@ -10,15 +10,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from queuelog.service.errors import Forbidden, InvalidSchedule
+from queuelog.runtime import Services
+from queuelog.service.errors import InvalidSchedule
 from queuelog.service.jobs import JobService
-from queuelog.service.models import Actor, Priority, Role
 from queuelog.service.schedules import ScheduleRequest, ScheduleService, schedule_of
-from queuelog.services import Services
 from queuelog.storage.tables import jobs
 
 T0 = datetime(2026, 12, 1, 12, 0, 0, 500_000, tzinfo=UTC)
-ADMIN = Actor("admin", Role.ADMIN, max_priority=Priority.CRITICAL)
 
 
 class Clock:
@@ -52,7 +50,7 @@ async def test_each_due_time_makes_one_job_across_replicas(
     services: Services, replicas: list[ScheduleService], clock: Clock
 ) -> None:
     a = replicas[0]
-    s = await a.upsert(ADMIN, ScheduleRequest(name="tick", type="email", cron="@every 10s"))
+    s = await a.upsert(ScheduleRequest(name="tick", type="email", cron="@every 10s"))
     assert s.next_run_at == datetime(2026, 12, 1, 12, 0, 10, tzinfo=UTC)
     assert s.last_run_at is None
     assert await asyncio.gather(*(r.fire_due() for r in replicas)) == [0, 0, 0]  # not yet due
@@ -63,7 +61,7 @@ async def test_each_due_time_makes_one_job_across_replicas(
     made = await scheduled_jobs(services)
     assert [p for p, _ in made] == ["schedule:tick"] * 3
     assert schedule_of(made[0][0]) == "tick"
-    (s,) = await a.list(ADMIN)
+    (s,) = await a.list()
     assert s.last_run_at == datetime(2026, 12, 1, 12, 0, 30, tzinfo=UTC)
     assert s.next_run_at == datetime(2026, 12, 1, 12, 0, 40, tzinfo=UTC)
     assert s.last_job_id is not None
@@ -73,13 +71,13 @@ async def test_after_downtime_only_the_latest_missed_time_runs_once(
     services: Services, replicas: list[ScheduleService], clock: Clock
 ) -> None:
     a = replicas[0]
-    await a.upsert(ADMIN, ScheduleRequest(name="m", type="pdf", cron="*/5 * * * *"))
+    await a.upsert(ScheduleRequest(name="m", type="pdf", cron="*/5 * * * *"))
     clock.now += timedelta(hours=2)  # 24 due times missed
     await asyncio.gather(*(r.fire_due() for r in replicas))
     await asyncio.gather(*(r.fire_due() for r in replicas))
     made = await scheduled_jobs(services)
     assert made == [("schedule:m", "2026-12-01T14:00:00+00:00")]
-    (s,) = await a.list(ADMIN)
+    (s,) = await a.list()
     assert s.next_run_at == datetime(2026, 12, 1, 14, 5, tzinfo=UTC)
 
 
@@ -88,31 +86,24 @@ async def test_a_paused_schedule_does_not_run_and_run_now_does(
 ) -> None:
     a = replicas[0]
     req = ScheduleRequest(name="p", type="sync", cron="@every 1m", paused=True)
-    s = await a.upsert(ADMIN, req)
+    s = await a.upsert(req)
     assert s.paused and s.next_run_at is None
     clock.now += timedelta(minutes=5)
     assert await a.fire_due() == 0
-    job, created = await a.run_now(ADMIN, "p")
+    job, created = await a.run_now("p")
     assert created and job.producer == "schedule:p" and job.idempotency_key is None
-    s = await a.upsert(ADMIN, ScheduleRequest(name="p", type="sync", cron="@every 1m"))
+    s = await a.upsert(ScheduleRequest(name="p", type="sync", cron="@every 1m"))
     assert s.next_run_at == datetime(2026, 12, 1, 12, 6, tzinfo=UTC)
     assert len(await scheduled_jobs(services)) == 1
 
 
 async def test_rules(replicas: list[ScheduleService]) -> None:
     a = replicas[0]
-    worker = Actor("w", Role.WORKER)
-    with pytest.raises(Forbidden):
-        await a.upsert(worker, ScheduleRequest(name="x", type="email", cron="* * * * *"))
-    with pytest.raises(Forbidden):
-        await a.list(worker)
     with pytest.raises(InvalidSchedule):
-        await a.upsert(ADMIN, ScheduleRequest(name="x", type="email", cron="* * *"))
+        await a.upsert(ScheduleRequest(name="x", type="email", cron="* * *"))
     with pytest.raises(InvalidSchedule):
-        await a.upsert(
-            ADMIN, ScheduleRequest(name="x", type="email", cron="* * * * *", timezone="X/Y")
-        )
-    assert not await a.delete(ADMIN, "x")
-    await a.upsert(ADMIN, ScheduleRequest(name="x", type="email", cron="* * * * *"))
-    assert await a.delete(ADMIN, "x")
-    assert await a.list(ADMIN) == []
+        await a.upsert(ScheduleRequest(name="x", type="email", cron="* * * * *", timezone="X/Y"))
+    assert not await a.delete("x")
+    await a.upsert(ScheduleRequest(name="x", type="email", cron="* * * * *"))
+    assert await a.delete("x")
+    assert await a.list() == []

@@ -12,8 +12,8 @@ import pytest
 
 from queuelog.app import create_app
 from queuelog.config import Settings
+from queuelog.runtime import Services
 from queuelog.service.models import Priority, Role
-from queuelog.services import Services
 
 OFF = """
 import sys
