@@ -31,6 +31,7 @@ QUERIES = {
     "jobs": "query($type: String) { jobs(type: $type) { totalCount } }",
     "queueStats": "query($type: String) { queueStats(type: $type) { pending running } }",
     "apiKeys": "{ apiKeys { name } }",
+    "schedules": "{ schedules { name lastJob { id } } }",
 }
 MUTATIONS = {
     "enqueueJob": """mutation($type: String!) {
@@ -48,6 +49,11 @@ MUTATIONS = {
     "createApiKey": """mutation($name: String!) {
         createApiKey(input: {name: $name, role: ADMIN}) { secret } }""",
     "revokeApiKey": "mutation($victim: String!) { revokeApiKey(name: $victim) }",
+    "upsertSchedule": """mutation($name: String!, $type: String!) {
+        upsertSchedule(input: {name: $name, type: $type, cron: "@every 1s"}) {
+        schedule { name } } }""",
+    "deleteSchedule": "mutation($name: String!) { deleteSchedule(name: $name) }",
+    "runScheduleNow": "mutation($name: String!) { runScheduleNow(name: $name) { job { id } } }",
 }
 REVOKE = "mutation($n: String!) { revokeApiKey(name: $n) }"
 FIELDS = """query($type: String!) { __type(name: $type) { fields { name } } }"""
@@ -198,6 +204,7 @@ def test_v01_wrong_role_forbidden(server: LiveServer, job_type: str) -> None:
     producer_may_not = ["claimJob", "claimJobs", "heartbeatJob", "completeJob", "failJob"]
     worker_may_not = ["enqueueJob", "enqueueJobs", "cancelJob"]
     admin_only = ["retryJob", "createApiKey", "revokeApiKey"]
+    admin_only += ["upsertSchedule", "deleteSchedule", "runScheduleNow"]
     for name in producer_may_not + admin_only:
         body = _forbidden(server, producer, MUTATIONS[name], args)
         assert "producer" in body["errors"][0]["message"], name
@@ -205,6 +212,7 @@ def test_v01_wrong_role_forbidden(server: LiveServer, job_type: str) -> None:
         _forbidden(server, worker, MUTATIONS[name], args)
     for key in (producer, worker):
         _forbidden(server, key, QUERIES["apiKeys"], args)
+        _forbidden(server, key, QUERIES["schedules"], args)
         # Not even the admin key itself can be revoked by a non-admin.
         _forbidden(server, key, MUTATIONS["revokeApiKey"], {"victim": "admin"})
 
