@@ -116,7 +116,7 @@ class JobMetrics(JobObserver):
     def finished(self, job: Job, started: datetime | None, retried: bool) -> None:
         if retried:
             RETRIED.labels(job.type).inc()
-        elif job.status.value == "completed":
+        elif job.status is Status.COMPLETED:
             COMPLETED.labels(job.type).inc()
         else:
             FAILED.labels(job.type).inc()
