@@ -1,7 +1,7 @@
 """schedules: recurring jobs
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-01
 """
 
@@ -12,8 +12,8 @@ from alembic import op
 
 from queuelog.storage.tables import BigId, UTCDateTime
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
