@@ -1,7 +1,7 @@
 """schedules: recurring jobs
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-12-01
 """
 
@@ -12,8 +12,8 @@ from alembic import op
 
 from queuelog.storage.tables import BigId, UTCDateTime
 
-revision = "0007"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
