@@ -56,6 +56,10 @@ def _error(errors: list[dict[str, Any]]) -> QueuelogError:
     return QueuelogError(str(code), str(first.get("message", "")))
 
 
+def _gone(errors: list[dict[str, Any]]) -> bool:
+    return all((e.get("extensions") or {}).get("code") == "NOT_FOUND" for e in errors)
+
+
 async def session(
     url: str, key: str | None, query: str, variables: dict[str, Any]
 ) -> AsyncIterator[dict[str, Any]]:
@@ -76,6 +80,8 @@ async def session(
                 if kind == "next":
                     body = message.get("payload") or {}
                     if body.get("errors"):
+                        if body.get("data") is None and _gone(body["errors"]):
+                            continue  # an event whose job the key can no longer read
                         raise _error(body["errors"])
                     yield body["data"]
                 elif kind == "error":

@@ -51,7 +51,7 @@ def test_readme_python_listener_works(quick: LiveServer) -> None:
     producer = quick.create_key("PRODUCER", ["email"])
     worker = quick.create_key("WORKER", ["email"])
     job, after = enqueue(quick, producer, "email")
-    env = {**os.environ, "QUEUELOG_WS": quick.ws_url, "QUEUELOG_KEY": ADMIN_SECRET}
+    env = {**os.environ, "QUEUELOG_URL": quick.url, "QUEUELOG_KEY": ADMIN_SECRET}
     listener = subprocess.Popen(
         [sys.executable, "-c", code],
         env={**env, "QUEUELOG_AFTER": after},
