@@ -4,7 +4,9 @@ bystander's latency.
 
 - introspection: anonymous clients, each sending fifteen aliases of a full `__schema` walk;
 - amplification: a producer reading its own jobs of large payloads through fifteen aliased
-  `jobs(first: 100)` pages.
+  `jobs(first: 100)` pages;
+- subscriber churn: rounds of subscribers that select each job's large payload, receive a
+  burst of changes and leave: what the server still holds for delivery once they are gone.
 
     python -m bench.attack_queries [sqlite|postgresql] [seconds]
 """
@@ -22,7 +24,16 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.common import Server, database_url, median, percentile, rss_bytes
+from bench.common import (
+    ADMIN_SECRET,
+    Server,
+    database_url,
+    deliveries,
+    median,
+    percentile,
+    rss_bytes,
+    subscribe,
+)
 
 ALIASES = 15
 ANONYMOUS_CLIENTS = 8
@@ -44,6 +55,7 @@ AMPLIFY = (
     + " ".join(f"p{i}: jobs(first: 100) {{ nodes {{ payload }} }}" for i in range(ALIASES))
     + " }"
 )
+CHURN = 'subscription { jobStatusChanged(type: "pdf") { cursor job { id payload } } }'
 ENQUEUE = 'mutation($p: JSON) { enqueueJob(input: {type: "email", payload: $p}) { job { id } } }'
 
 
@@ -122,6 +134,42 @@ async def _under_attack(
     }
 
 
+async def _churn(server: Server, producer: str, rounds: int, subscribers: int) -> dict[str, Any]:
+    """Each round: `subscribers` subscriptions receive SEEDED_JOBS changes carrying large
+    payloads, then leave. The server's memory before, at its peak and after the last left."""
+    mib = 2**20
+    before = peak = rss_bytes(server.pid)
+    big = {"blob": "x" * PAYLOAD_CHARS}
+    enqueue = ENQUEUE.replace('"email"', '"pdf"')
+
+    async def drain(conn: Any) -> None:
+        seen = 0
+        async for _ in deliveries(conn):
+            seen += 1
+            if seen >= SEEDED_JOBS:
+                return
+
+    for _ in range(rounds):
+        conns = [await subscribe(server.ws_url, ADMIN_SECRET, CHURN) for _ in range(subscribers)]
+        await asyncio.sleep(0.3)  # every subscription registered before the burst
+        for _ in range(SEEDED_JOBS):
+            server.gql(enqueue, {"p": big}, producer)
+        async with asyncio.timeout(120):
+            await asyncio.gather(*(drain(c) for c in conns))
+        peak = max(peak, rss_bytes(server.pid))
+        for conn in conns:
+            await conn.close()
+    await asyncio.sleep(1.0)
+    return {
+        "rounds": rounds,
+        "subscribers": subscribers,
+        "events_per_round": SEEDED_JOBS,
+        "rss_before_mib": round(before / mib, 1),
+        "rss_peak_mib": round(peak / mib, 1),
+        "rss_after_mib": round(rss_bytes(server.pid) / mib, 1),
+    }
+
+
 async def run(backend: str = "sqlite", seconds: float = 8.0) -> dict[str, Any]:
     """Both attacks on one backend: the bystander's latency alone, then during each."""
     with tempfile.TemporaryDirectory() as tmp, database_url(backend, Path(tmp)) as url:
@@ -148,6 +196,7 @@ async def run(backend: str = "sqlite", seconds: float = 8.0) -> dict[str, Any]:
                 amplification = await _under_attack(
                     server, bystander, [amplifier] * AMPLIFIERS, seconds
                 )
+            churn = await _churn(server, attacker, 1 if seconds < 4 else 10, 10)
         finally:
             server.stop()
     return {
@@ -156,6 +205,7 @@ async def run(backend: str = "sqlite", seconds: float = 8.0) -> dict[str, Any]:
         "quiet": quiet,
         "introspection": introspection,
         "amplification": amplification,
+        "subscriber_churn": churn,
     }
 
 

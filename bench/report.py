@@ -239,6 +239,14 @@ def _attacks(attacked: dict[str, Any]) -> list[str]:
                 f"{num(r['refused'])} refused, {num(r['failed'])} failed; largest answer "
                 f"{r['largest_response_kb']:.0f} KB |"
             )
+        c = q.get("subscriber_churn")
+        if c:
+            out.append(
+                f"| {name} | subscriber churn | | | {c['rss_before_mib']:.0f} → "
+                f"{c['rss_peak_mib']:.0f} (after: {c['rss_after_mib']:.0f}) | {c['rounds']} "
+                f"rounds of {c['subscribers']} subscribers receiving {c['events_per_round']} "
+                "changes with 60 KB payloads each, then leaving |"
+            )
         sockets = a["sockets"]
         for attack, r in sockets.items():
             if not isinstance(r, dict):
