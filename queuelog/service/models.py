@@ -32,6 +32,7 @@ class Role(enum.Enum):
     PRODUCER = "producer"
     WORKER = "worker"
     ADMIN = "admin"
+    VIEWER = "viewer"  # reads what an admin reads, changes nothing
 
 
 # The roles that may read everything (metrics, schedules): admin, and viewer where it exists.

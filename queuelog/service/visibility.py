@@ -1,10 +1,11 @@
 """Who sees what: the one home of the visibility rule.
 
-Admins see every job; a producer the jobs it enqueued; a worker the jobs it holds or last
-held. The same rule decides whether an actor may see one job (`may_see`), which rows its
-lists, counts and event replays read (`scope`), and which fields of a job it is shown
-(`shown`): a job's error text only to admins, its idempotency key only to its producer and
-admins. Every job the service hands out has passed through `shown`.
+Admins and viewers see every job; a producer the jobs it enqueued; a worker the jobs it
+holds or last held. The same rule decides whether an actor may see one job (`may_see`),
+which rows its lists, counts and event replays read (`scope`), and which fields of a job it
+is shown (`shown`): a job's error text only to admins and viewers, its idempotency key only
+to its producer, admins and viewers. Every job the service hands out has passed through
+`shown`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,15 @@ from queuelog.service.models import Actor, Job, Role
 from queuelog.storage.scope import EVERYTHING, Scope
 
 
+def reads_everything(actor: Actor) -> bool:
+    """Whether `actor` reads every job and every field of it (admins and viewers)."""
+    return actor.role is Role.ADMIN or actor.role is Role.VIEWER
+
+
 def may_see(actor: Actor, producer: str, worker_id: str | None) -> bool:
     """Whether `actor` may see a job (or an event of a job) of `producer`, held or last
     held by `worker_id`."""
-    if actor.role is Role.ADMIN:
+    if reads_everything(actor):
         return True
     if actor.role is Role.PRODUCER:
         return producer == actor.name
@@ -37,10 +43,10 @@ def scope(actor: Actor) -> Scope:
 def shown(actor: Actor, job: Job) -> Job:
     """`job` with the fields `actor` may not see left out (a copy when any is; the job
     itself, which may be shared with other callers, is never changed)."""
-    admin = actor.role is Role.ADMIN
-    hide_error = job.error is not None and not admin
+    everything = reads_everything(actor)
+    hide_error = job.error is not None and not everything
     hide_key = job.idempotency_key is not None and not (
-        admin or (actor.role is Role.PRODUCER and actor.name == job.producer)
+        everything or (actor.role is Role.PRODUCER and actor.name == job.producer)
     )
     if not (hide_error or hide_key):
         return job
