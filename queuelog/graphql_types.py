@@ -8,10 +8,11 @@ from datetime import datetime
 import strawberry
 from strawberry.scalars import JSON
 
-from queuelog.service import models
+from queuelog.service import filters, models
 from queuelog.service import schedules as service_schedules
 from queuelog.service.errors import DomainError
 from queuelog.service.schedules import schedule_of
+from queuelog.service.throughput import Bucket
 
 # The domain's enums are the GraphQL enums (registered here, used by their domain names).
 JobStatus = models.Status
@@ -362,4 +363,83 @@ class ScheduleInput:
 @strawberry.type
 class SchedulePayload:
     schedule: Schedule | None = None
+    user_errors: list[UserError] = strawberry.field(default_factory=list)
+
+
+@strawberry.input(
+    description="Every condition given must hold. Each list matches any of its values."
+)
+class JobFilter:
+    ids: list[strawberry.ID] | None = None
+    statuses: list[JobStatus] | None = None
+    types: list[str] | None = None
+    producer: str | None = strawberry.field(
+        default=None,
+        description=(
+            "Name of the producer key (admins and viewers; a producer always sees only its own)."
+        ),
+    )
+    worker_id: str | None = None
+    idempotency_key: str | None = None
+    concurrency_key: str | None = None
+    schedule: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    payload_contains: JSON | None = strawberry.field(
+        default=None,
+        description=(
+            "Jobs whose payload contains this JSON object, as PostgreSQL's jsonb @> reads it"
+            " (nested objects match by containment)."
+        ),
+    )
+
+    def given(self) -> filters.FilterInput:
+        return filters.FilterInput(
+            ids=self.ids,
+            statuses=self.statuses,
+            types=self.types,
+            producer=self.producer,
+            worker_id=self.worker_id,
+            idempotency_key=self.idempotency_key,
+            concurrency_key=self.concurrency_key,
+            schedule=self.schedule,
+            created_after=self.created_after,
+            created_before=self.created_before,
+            payload_contains=self.payload_contains,
+        )
+
+
+@strawberry.type(
+    description=(
+        "Counts of what happened to the viewer's jobs in one time bucket, from the job history."
+    )
+)
+class ThroughputBucket:
+    start: datetime
+    enqueued: int
+    started: int
+    completed: int
+    failed: int
+    retried: int = strawberry.field(
+        description="Attempts that failed and went back to PENDING (including expired leases)."
+    )
+
+    @classmethod
+    def of(cls, b: Bucket) -> ThroughputBucket:
+        return cls(
+            start=b.start,
+            enqueued=b.enqueued,
+            started=b.started,
+            completed=b.completed,
+            failed=b.failed,
+            retried=b.retried,
+        )
+
+
+@strawberry.type(description="What a bulk mutation changed.")
+class BulkJobsPayload:
+    count: int = strawberry.field(description="How many jobs changed status.")
+    has_more: bool = strawberry.field(
+        description="True when more jobs matched than `limit` allowed: call again to go on."
+    )
     user_errors: list[UserError] = strawberry.field(default_factory=list)

@@ -8,6 +8,7 @@ from strawberry.scalars import JSON
 from queuelog.events.claims import claim_waiting
 from queuelog.graphql_types import (
     ApiKey,
+    BulkJobsPayload,
     ClaimJobPayload,
     ClaimJobsPayload,
     CreateApiKeyInput,
@@ -17,12 +18,13 @@ from queuelog.graphql_types import (
     EnqueueJobsPayload,
     FailJobPayload,
     Job,
+    JobFilter,
     JobPayload,
     UserError,
 )
 from queuelog.resolvers.context import Context
 from queuelog.resolvers.queries import parse_id
-from queuelog.service import models
+from queuelog.service import filters, models
 from queuelog.service.errors import DomainError, NotFound
 from queuelog.service.models import Priority
 
@@ -144,6 +146,26 @@ async def retry_job(info: Info, id: strawberry.ID) -> JobPayload:
     except DomainError as exc:
         return _refused(exc, info)
     return JobPayload(job=Job.of(job))
+
+
+async def cancel_jobs(info: Info, filter: JobFilter, limit: int | None = 1000) -> BulkJobsPayload:
+    ctx, actor = info.context, info.context.require_actor()
+    try:
+        match = filters.job_filter(filter.given())
+        count, more = await ctx.service.cancel_many(actor, match, 1000 if limit is None else limit)
+    except DomainError as exc:
+        return BulkJobsPayload(count=0, has_more=False, user_errors=[UserError.of(exc)])
+    return BulkJobsPayload(count=count, has_more=more)
+
+
+async def retry_jobs(info: Info, filter: JobFilter, limit: int | None = 1000) -> BulkJobsPayload:
+    ctx, actor = info.context, info.context.require_actor()
+    try:
+        match = filters.job_filter(filter.given())
+        count, more = await ctx.service.retry_many(actor, match, 1000 if limit is None else limit)
+    except DomainError as exc:
+        return BulkJobsPayload(count=0, has_more=False, user_errors=[UserError.of(exc)])
+    return BulkJobsPayload(count=count, has_more=more)
 
 
 async def create_api_key(info: Info, input: CreateApiKeyInput) -> CreateApiKeyPayload:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 import strawberry
 from strawberry.types.nodes import SelectedField, Selection
@@ -12,12 +13,15 @@ from queuelog.graphql_types import (
     Job,
     JobConnection,
     JobEdge,
+    JobFilter,
     JobStatus,
     PageInfo,
     QueueStats,
+    ThroughputBucket,
     Viewer,
 )
 from queuelog.resolvers.context import Context, refusing_bad_input
+from queuelog.service import filters
 from queuelog.service.models import Priority
 
 Info = strawberry.Info[Context, None]
@@ -62,12 +66,14 @@ async def jobs(
     type: str | None = None,
     first: int | None = 50,
     after: str | None = None,
+    filter: JobFilter | None = None,
 ) -> JobConnection:
     actor = info.context.require_actor()
     # The total is a read of its own (for a worker, a count of every matching job): a
     # frontend paging without it does not pay for it.
     total = any(_selects(f.selections, "totalCount") for f in info.selected_fields)
     with refusing_bad_input():
+        match = filters.EVERY_JOB if filter is None else filters.job_filter(filter.given())
         page = await info.context.service.page(
             actor,
             status=status,
@@ -75,6 +81,7 @@ async def jobs(
             first=50 if first is None else first,
             after=after,
             total=total,
+            match=match,
         )
     nodes = [Job.of(j) for j in page.jobs]
     return JobConnection(
@@ -85,6 +92,25 @@ async def jobs(
         ),
         total_count=page.total,
     )
+
+
+async def throughput(
+    info: Info,
+    since: datetime,
+    until: datetime | None = None,
+    bucket_seconds: int | None = 60,
+    type: str | None = None,
+) -> list[ThroughputBucket]:
+    actor = info.context.require_actor()
+    with refusing_bad_input():
+        found = await info.context.service.throughput(
+            actor,
+            since=since,
+            until=until,
+            bucket_seconds=60 if bucket_seconds is None else bucket_seconds,
+            job_type=type,
+        )
+    return [ThroughputBucket.of(b) for b in found]
 
 
 async def queue_stats(info: Info, type: str | None = None) -> QueueStats:

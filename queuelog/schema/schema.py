@@ -27,6 +27,7 @@ from queuelog.auth.permissions import (
 from queuelog.config import Settings
 from queuelog.graphql_types import (
     ApiKey,
+    BulkJobsPayload,
     ClaimJobPayload,
     ClaimJobsPayload,
     CreateApiKeyPayload,
@@ -41,6 +42,7 @@ from queuelog.graphql_types import (
     QueueStats,
     Schedule,
     SchedulePayload,
+    ThroughputBucket,
     Viewer,
 )
 from queuelog.resolvers import fields, mutations, queries, schedules, subscriptions
@@ -82,7 +84,10 @@ class Query:
     jobs: JobConnection = strawberry.field(
         resolver=queries.jobs,
         permission_classes=[Authenticated],
-        description="Newest first. `first` must be between 1 and 100.",
+        description=(
+            "Newest first. `first` must be between 1 and 100."
+            " `filter` combines with `status` and `type`."
+        ),
     )
     queue_stats: QueueStats = strawberry.field(
         resolver=queries.queue_stats,
@@ -96,6 +101,14 @@ class Query:
         resolver=schedules.schedules,
         permission_classes=[Readers],
         description="Admin and viewer.",
+    )
+    throughput: list[ThroughputBucket] = strawberry.field(
+        resolver=queries.throughput,
+        permission_classes=[Authenticated],
+        description=(
+            "Buckets from `since` (inclusive) to `until` (default now), oldest first;"
+            " bucketSeconds from 1 to 86400, at most 1,440 buckets."
+        ),
     )
 
 
@@ -127,6 +140,22 @@ class Mutation:
     )
     retry_job: JobPayload = strawberry.mutation(
         resolver=mutations.retry_job, permission_classes=[AdminOnly]
+    )
+    cancel_jobs: BulkJobsPayload = strawberry.mutation(
+        resolver=mutations.cancel_jobs,
+        permission_classes=[ProducerOrAdmin],
+        description=(
+            "As cancelJob, for up to `limit` (1 to 10,000) PENDING or RUNNING jobs matching"
+            " the filter that the caller may cancel."
+        ),
+    )
+    retry_jobs: BulkJobsPayload = strawberry.mutation(
+        resolver=mutations.retry_jobs,
+        permission_classes=[AdminOnly],
+        description=(
+            "Admin only. As retryJob, for up to `limit` (1 to 10,000) FAILED or CANCELLED"
+            " jobs matching the filter."
+        ),
     )
     create_api_key: CreateApiKeyPayload = strawberry.mutation(
         resolver=mutations.create_api_key, permission_classes=[AdminOnly]

@@ -32,7 +32,7 @@ from queuelog.lifecycle import (
     Status,
     Transition,
 )
-from queuelog.service import errors, ownership, validation
+from queuelog.service import bulk, errors, ownership, validation
 from queuelog.service.backoff import backoff_seconds
 from queuelog.service.models import Actor, EnqueueRequest, Job
 from queuelog.service.observer import Expired, JobObserver
@@ -41,6 +41,7 @@ from queuelog.service.sanitize import sanitize_error
 from queuelog.service.visibility import may_see, shown
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
+from queuelog.storage.filters import JobFilter
 from queuelog.storage.tx import Tx
 
 BATCH_MAX = 500
@@ -156,7 +157,7 @@ class JobService(JobReads):
         row = jobs_sql.get(tx, job_id)
         if row is None or not may_see(actor, row.producer, row.worker_id):
             raise errors.NotFound(f"no job {job_id}", ["id"])
-        done = jobs_sql.apply(tx, CANCEL, job_id, {"finished_at": now, "updated_at": now})
+        done = jobs_sql.apply(tx, CANCEL, job_id, bulk.cancel_values(now))
         if done is None:
             raise errors.InvalidState(
                 f"a {row.status} job cannot be cancelled", ["id"], self._shown(actor, row)
@@ -171,8 +172,7 @@ class JobService(JobReads):
         row = jobs_sql.get(tx, job_id)
         if row is None:
             raise errors.NotFound(f"no job {job_id}", ["id"])
-        values = {"retry_count": 0, "run_at": now, "updated_at": now}
-        done = jobs_sql.apply(tx, RETRY, job_id, values)
+        done = jobs_sql.apply(tx, RETRY, job_id, bulk.retry_values(now))
         if done is None:
             raise errors.InvalidState(
                 f"only failed or cancelled jobs can be retried; this one is {row.status}",
@@ -180,6 +180,15 @@ class JobService(JobReads):
                 self._shown(actor, row),
             )
         return self._shown(actor, done)
+
+    async def cancel_many(self, actor: Actor, match: JobFilter, limit: int) -> tuple[int, bool]:
+        """Cancel up to `limit` jobs that `actor` may see and `match`; how many, and whether
+        more match."""
+        return await bulk.apply_to_matching(self.db, self.clock, actor, CANCEL, match, limit)
+
+    async def retry_many(self, actor: Actor, match: JobFilter, limit: int) -> tuple[int, bool]:
+        """Retry up to `limit` failed or cancelled jobs that `match`, as `retry` does."""
+        return await bulk.apply_to_matching(self.db, self.clock, actor, RETRY, match, limit)
 
     @staticmethod
     def _shown(actor: Actor, row: Any) -> Job:

@@ -4,9 +4,12 @@ as the caller may see it."""
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime
 
 from queuelog.service import errors, validation
+from queuelog.service.filters import EVERY_JOB, JobFilter
 from queuelog.service.models import Actor, Job, JobEvent, Page, Status
+from queuelog.service.throughput import Bucket, throughput
 from queuelog.service.visibility import may_see, scope, shown
 from queuelog.singleflight import SingleFlight
 from queuelog.storage import events as events_sql
@@ -70,6 +73,7 @@ class JobReads:
         first: int,
         after: str | None,
         total: bool = True,
+        match: JobFilter = EVERY_JOB,
     ) -> Page:
         """A page of the jobs the actor may see, newest first; with `total`, how many match
         (for a worker, a count of them all: leave it out unless it is shown)."""
@@ -88,12 +92,32 @@ class JobReads:
             first=first,
             before_id=before_id,
             count=total,
+            match=match,
         )
         return Page([shown(actor, Job.from_row(r)) for r in rows], more, count)
 
     async def counts(self, actor: Actor, job_type: str | None) -> dict[str, int]:
         validation.filter_text(job_type, ["type"])
         return await self.db.read(jobs_sql.counts, scope=scope(actor), job_type=job_type)
+
+    async def throughput(
+        self,
+        actor: Actor,
+        *,
+        since: datetime,
+        until: datetime | None,
+        bucket_seconds: int,
+        job_type: str | None,
+    ) -> list[Bucket]:
+        """Counts of what happened to the jobs `actor` may see, per bucket from `since`."""
+        return await throughput(
+            self.db,
+            actor,
+            since=since,
+            until=datetime.now(UTC) if until is None else until,
+            bucket_seconds=bucket_seconds,
+            job_type=job_type,
+        )
 
     async def history(self, job_id: int, first: int) -> list[JobEvent]:
         """A job's events, oldest first (the caller has already been shown the job)."""

@@ -16,6 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
+from queuelog.storage.dialects.sqlite import JSON_CONTAINS, json_contains_text
+
 # A pooled PostgreSQL connection idle this long is checked before it is used again.
 PING_IDLE_SECONDS = 1.0
 # How long a writer whose COMMIT raised asks PostgreSQL for that transaction's outcome.
@@ -65,6 +67,7 @@ def sqlite_engine(
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute(f"PRAGMA synchronous={synchronous}")
+        dbapi_conn.create_function(JSON_CONTAINS, 2, json_contains_text, deterministic=True)
         if autocheckpoint is not None:  # see `storage.checkpoint`
             cur.execute(f"PRAGMA wal_autocheckpoint={int(autocheckpoint)}")
         cur.close()

@@ -22,6 +22,7 @@ from queuelog.storage import events as events_sql
 from queuelog.storage.driver import JobRow
 from queuelog.storage.driver import expired_leases as expired_leases  # as it is
 from queuelog.storage.driver import get as get  # as it is: no event to record
+from queuelog.storage.filters import EVERY_JOB, JobFilter
 from queuelog.storage.scope import Scope
 from queuelog.storage.tables import job_counts, job_events, jobs
 from queuelog.storage.tx import Tx
@@ -163,18 +164,19 @@ def page(
     first: int,
     before_id: int | None,
     count: bool = True,
+    match: JobFilter = EVERY_JOB,
 ) -> tuple[list[Row[Any]], bool, int | None]:
-    """Newest first: up to `first` jobs in `scope` with id below `before_id`, whether more
-    follow, and (if `count`; else None) the total that match the filter: from the job
-    counts, except for a worker's scope, where it counts every matching row (far more than
-    the page at a deep backlog)."""
-    cond = scope.where(jobs)
+    """Newest first: up to `first` jobs in `scope` that `match`, with id below `before_id`,
+    whether more follow, and (if `count`; else None) the total that match the filter: from
+    the job counts, except for a worker's scope or a `match` narrower than every job, where
+    it counts every matching row (far more than the page at a deep backlog)."""
+    cond = scope.where(jobs) + match.where(tx.dialect)
     if status is not None:
         cond.append(J.status == status)
     if job_type is not None:
         cond.append(J.type == job_type)
     total = None
-    if count and scope.worker is None:  # from the counters, whatever the table holds
+    if count and scope.worker is None and match == EVERY_JOB:  # from the counters
         total = counts_sql.total(tx, producer=scope.producer, job_type=job_type, status=status)
     elif count:
         stmt = sa.select(sa.func.count()).select_from(jobs).where(*cond)
@@ -185,6 +187,16 @@ def page(
         tx.conn.execute(sa.select(*ALL).where(*cond).order_by(J.id.desc()).limit(first + 1)).all()
     )
     return rows[:first], len(rows) > first, total
+
+
+def ids_matching(
+    tx: Tx, *, scope: Scope, match: JobFilter, statuses: Sequence[str], limit: int
+) -> list[int]:
+    """Up to `limit` ids of jobs in `scope` that `match` and are in one of `statuses`,
+    oldest first."""
+    cond = [*scope.where(jobs), *match.where(tx.dialect), J.status.in_(statuses)]
+    stmt = sa.select(J.id).where(*cond).order_by(J.id).limit(limit)
+    return list(tx.conn.execute(stmt).scalars())
 
 
 def counts(tx: Tx, *, scope: Scope, job_type: str | None) -> dict[str, int]:

@@ -108,6 +108,14 @@ jobs = sa.Table(
         sqlite_where=sa.text("finished_at IS NOT NULL"),
         postgresql_where=sa.text("finished_at IS NOT NULL"),
     ),
+    # The dashboard's filters: by creation time, and by idempotency key across producers.
+    sa.Index("ix_jobs_created", "created_at"),
+    sa.Index(
+        "ix_jobs_idempotency_key",
+        "idempotency_key",
+        sqlite_where=sa.text("idempotency_key IS NOT NULL"),
+        postgresql_where=sa.text("idempotency_key IS NOT NULL"),
+    ),
     # Ids are never reused on SQLite either, even after the newest jobs are pruned.
     sqlite_autoincrement=True,
 )
@@ -134,6 +142,7 @@ job_events = sa.Table(
         sqlite_where=sa.text("worker_id IS NOT NULL"),
         postgresql_where=sa.text("worker_id IS NOT NULL"),
     ),
+    sa.Index("ix_job_events_occurred", "occurred_at"),  # throughput reads a time range
     # Never reuse an id (SQLite would after the newest rows are pruned): ids are cursors.
     sqlite_autoincrement=True,
 )

@@ -135,6 +135,16 @@ class Dialect:
                 values[i] = v.astimezone(UTC)
         return JobRow._make(values)
 
+    def bucket_index(self, column: Any, since_us: int, width_us: int) -> sa.ColumnElement[int]:
+        """The index of the time bucket `column`'s instant falls in, counting buckets of
+        `width_us` microseconds from `since_us` microseconds after the epoch (floored)."""
+        raise NotImplementedError
+
+    def payload_contains(self, column: Any, wanted: str) -> sa.ColumnElement[bool]:
+        """Whether the JSON text in `column` contains the JSON object `wanted`, as
+        PostgreSQL's jsonb `@>` reads it."""
+        raise NotImplementedError
+
     def claim_params(
         self,
         worker: str,

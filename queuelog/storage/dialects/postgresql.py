@@ -126,6 +126,15 @@ class PostgresDialect(Dialect):
         # on every access).
         return cur.rownumber is not None
 
+    def bucket_index(self, column: Any, since_us: int, width_us: int) -> sa.ColumnElement[int]:
+        # EXTRACT(EPOCH ...) is an exact numeric: the division is floored exactly.
+        micros = sa.extract("epoch", column) * 1_000_000 - sa.literal(since_us, sa.Numeric)
+        return sa.cast(sa.func.floor(micros.self_group().op("/")(width_us)), sa.BigInteger)
+
+    def payload_contains(self, column: Any, wanted: str) -> sa.ColumnElement[bool]:
+        jsonb = postgresql.JSONB
+        return sa.cast(column, jsonb).bool_op("@>")(sa.cast(sa.literal(wanted, sa.Text), jsonb))
+
     def claim_params(
         self,
         worker: str,

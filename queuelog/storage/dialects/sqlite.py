@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
@@ -27,6 +28,7 @@ from queuelog.storage.dialects import (
     Dialect,
     JobRow,
 )
+from queuelog.storage.filters import json_contains
 from queuelog.storage.tables import UTCDateTime, jobs
 
 # Bound values one SQLite statement may take (SQLITE_MAX_VARIABLE_NUMBER's default).
@@ -40,6 +42,20 @@ _DUE = (
     f"SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = '{PENDING}'"
     " AND type = {asked} AND run_at <= ? ORDER BY priority DESC, run_at, id LIMIT ?"
 )
+
+
+# The SQL function `payload_contains` calls; each connection registers it (`storage.engines`).
+JSON_CONTAINS = "queuelog_json_contains"  # the name `payload_contains` spells
+
+
+def json_contains_text(value: str | None, wanted: str | None) -> int | None:
+    """`JSON_CONTAINS(value, wanted)`: 1 when JSON text `value` contains JSON text `wanted`."""
+    if value is None or wanted is None:
+        return None
+    try:
+        return int(json_contains(orjson.loads(value), orjson.loads(wanted)))
+    except orjson.JSONDecodeError:
+        return 0
 
 
 class SQLiteDialect(Dialect):
@@ -104,6 +120,17 @@ class SQLiteDialect(Dialect):
             if v is not None:
                 values[i] = self._time(tx, v)
         return JobRow._make(values)
+
+    def bucket_index(self, column: Any, since_us: int, width_us: int) -> sa.ColumnElement[int]:
+        # Times are stored as `YYYY-MM-DD HH:MM:SS.ffffff`: whole seconds, then the digits
+        # after the point, in integers (exact), divided as integers (floored at >= 0).
+        seconds = sa.cast(sa.func.strftime("%s", column), sa.BigInteger)
+        micros = seconds * 1_000_000 + sa.cast(sa.func.substr(column, 21, 6), sa.BigInteger)
+        return (micros - since_us).self_group().op("/")(width_us)
+
+    def payload_contains(self, column: Any, wanted: str) -> sa.ColumnElement[bool]:
+        contains: sa.Function[int] = sa.func.queuelog_json_contains(column, wanted)
+        return contains == 1
 
     def claim_params(
         self,

@@ -1,0 +1,97 @@
+"""A job filter as the API gives it, checked and turned into storage's `JobFilter`.
+
+Conditions on columns this version does not have (a job's concurrency key, the schedule
+that enqueued it) are refused rather than ignored, so that no caller mistakes a wider list
+for the one it asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from queuelog.service import errors, validation
+from queuelog.service.models import Status
+from queuelog.service.throughput import aware
+from queuelog.storage.filters import EVERY_JOB, JobFilter
+
+__all__ = ["EVERY_JOB", "FILTER_VALUES_MAX", "FilterInput", "JobFilter", "job_filter"]
+
+# Values one list of a filter may hold: a filter is a question, not a bulk import.
+FILTER_VALUES_MAX = 1_000
+# The bound of a payloadContains object: it is compared with every scanned payload.
+CONTAINS_MAX_BYTES = 4_096
+NOTHING = JobFilter(ids=())
+
+
+@dataclass(frozen=True, slots=True)
+class FilterInput:
+    """The API's JobFilter, field by field (ids as the API shows them)."""
+
+    ids: Sequence[str] | None = None
+    statuses: Sequence[Status] | None = None
+    types: Sequence[str] | None = None
+    producer: str | None = None
+    worker_id: str | None = None
+    idempotency_key: str | None = None
+    concurrency_key: str | None = None
+    schedule: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    payload_contains: Any = None
+
+
+def _bounded(values: Sequence[Any] | None, name: str, field: list[str]) -> None:
+    if values is not None and len(values) > FILTER_VALUES_MAX:
+        raise errors.ValidationFailed(
+            f"{name} may list at most {FILTER_VALUES_MAX} values", [*field, name]
+        )
+
+
+def _job_id(value: str) -> int | None:
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
+
+
+def job_filter(given: FilterInput, field: Sequence[str] = ("filter",)) -> JobFilter:
+    """Storage's filter for `given`, or ValidationFailed naming the field it refuses. An id
+    that cannot be a job's, or a text no job can hold, matches nothing."""
+    at = list(field)
+    if given.concurrency_key is not None:
+        raise errors.ValidationFailed(
+            "jobs have no concurrency key on this server yet", [*at, "concurrencyKey"]
+        )
+    if given.schedule is not None:
+        raise errors.ValidationFailed("jobs have no schedule on this server yet", [*at, "schedule"])
+    _bounded(given.ids, "ids", at)
+    _bounded(given.statuses, "statuses", at)
+    _bounded(given.types, "types", at)
+    contains = None
+    if given.payload_contains is not None:
+        if not isinstance(given.payload_contains, dict):
+            raise errors.ValidationFailed(
+                "payloadContains must be a JSON object", [*at, "payloadContains"]
+            )
+        where = [*at, "payloadContains"]
+        try:
+            contains = validation.serialize(
+                given.payload_contains, CONTAINS_MAX_BYTES, where, "payloadContains"
+            )
+        except errors.DomainError as exc:  # too large is a bad filter, not a refused job
+            raise errors.ValidationFailed(exc.message, where) from None
+    texts = [given.producer, given.worker_id, given.idempotency_key, *(given.types or ())]
+    if any(t is not None and not t.isprintable() for t in texts):
+        return NOTHING  # stored texts are printable (and PostgreSQL refuses NUL characters)
+    ids = None if given.ids is None else tuple(i for i in map(_job_id, given.ids) if i is not None)
+    return JobFilter(
+        ids=ids,
+        statuses=None if given.statuses is None else tuple(s.value for s in given.statuses),
+        types=None if given.types is None else tuple(given.types),
+        producer=given.producer,
+        worker_id=given.worker_id,
+        idempotency_key=given.idempotency_key,
+        created_after=None if given.created_after is None else aware(given.created_after),
+        created_before=None if given.created_before is None else aware(given.created_before),
+        payload_contains=contains,
+    )

@@ -1,0 +1,76 @@
+"""Throughput: what happened to the jobs an actor may see, bucket by bucket, from the job
+history. The range is bounded so that one request reads and answers a bounded amount."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from queuelog.service import errors
+from queuelog.service.models import Actor
+from queuelog.service.visibility import scope
+from queuelog.storage import throughput as throughput_sql
+from queuelog.storage.db import Database
+
+BUCKET_SECONDS_MAX = 86_400
+BUCKETS_MAX = 1_440
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    start: datetime
+    enqueued: int = 0
+    started: int = 0
+    completed: int = 0
+    failed: int = 0
+    retried: int = 0
+
+
+def aware(when: datetime) -> datetime:
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
+
+
+def _bucket_count(since: datetime, until: datetime, bucket_seconds: int) -> int:
+    if not 1 <= bucket_seconds <= BUCKET_SECONDS_MAX:
+        raise errors.ValidationFailed(
+            f"bucketSeconds must be between 1 and {BUCKET_SECONDS_MAX}", ["bucketSeconds"]
+        )
+    if until <= since:
+        raise errors.ValidationFailed("until must be later than since", ["until"])
+    width = timedelta(seconds=bucket_seconds)
+    count = -((since - until) // width)  # ceiling: a last, partial bucket counts
+    if count > BUCKETS_MAX:
+        raise errors.ValidationFailed(
+            f"since to until spans {count} buckets of {bucket_seconds} s; the limit is"
+            f" {BUCKETS_MAX}: ask for a shorter range or wider buckets",
+            ["since"],
+        )
+    return count
+
+
+async def throughput(
+    db: Database,
+    actor: Actor,
+    *,
+    since: datetime,
+    until: datetime,
+    bucket_seconds: int,
+    job_type: str | None,
+) -> list[Bucket]:
+    """Every bucket from `since` to `until`, oldest first, empty ones included (a time
+    without an offset is read as UTC)."""
+    since, until = aware(since), aware(until)
+    count = _bucket_count(since, until, bucket_seconds)
+    if job_type is not None and not job_type.isprintable():
+        found = {}
+    else:
+        found = await db.read(
+            throughput_sql.buckets,
+            scope=scope(actor),
+            since=since,
+            until=until,
+            bucket_seconds=bucket_seconds,
+            job_type=job_type,
+        )
+    width = timedelta(seconds=bucket_seconds)
+    return [Bucket(since + i * width, *found.get(i, ())) for i in range(count)]

@@ -1,0 +1,76 @@
+"""Which jobs a filtered list or a bulk action reads: the storage form of the API's JobFilter.
+
+Every condition given must hold; a tuple matches any of its values. Who may read which rows
+is `Scope`'s part, applied beside this. JSON containment differs per backend: the dialect
+turns it into SQL (`Dialect.payload_contains`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import sqlalchemy as sa
+
+from queuelog.storage.tables import jobs
+
+if TYPE_CHECKING:
+    from queuelog.storage.dialects import Dialect
+
+J = jobs.c
+
+
+class JobFilter(NamedTuple):
+    ids: tuple[int, ...] | None = None
+    statuses: tuple[str, ...] | None = None
+    types: tuple[str, ...] | None = None
+    producer: str | None = None
+    worker_id: str | None = None
+    idempotency_key: str | None = None
+    created_after: datetime | None = None  # exclusive
+    created_before: datetime | None = None  # exclusive
+    payload_contains: str | None = None  # the JSON text of an object
+
+    def where(self, dialect: Dialect) -> list[sa.ColumnElement[bool]]:
+        cond: list[sa.ColumnElement[bool]] = []
+        if self.ids is not None:
+            cond.append(J.id.in_(self.ids))
+        if self.statuses is not None:
+            cond.append(J.status.in_(self.statuses))
+        if self.types is not None:
+            cond.append(J.type.in_(self.types))
+        if self.producer is not None:
+            cond.append(J.producer == self.producer)
+        if self.worker_id is not None:
+            cond.append(J.worker_id == self.worker_id)
+        if self.idempotency_key is not None:
+            cond.append(J.idempotency_key == self.idempotency_key)
+        if self.created_after is not None:
+            cond.append(J.created_at > self.created_after)
+        if self.created_before is not None:
+            cond.append(J.created_at < self.created_before)
+        if self.payload_contains is not None:
+            cond.append(dialect.payload_contains(J.payload, self.payload_contains))
+        return cond
+
+
+EVERY_JOB = JobFilter()
+
+
+def json_contains(value: Any, wanted: Any) -> bool:
+    """Whether JSON `value` contains `wanted` as PostgreSQL's jsonb `@>` reads it below the
+    top level: objects by their keys, recursively; arrays when every wanted element is
+    contained in some element; scalars by equal value and JSON type (true is not 1)."""
+    if isinstance(wanted, dict):
+        return isinstance(value, dict) and all(
+            k in value and json_contains(value[k], v) for k, v in wanted.items()
+        )
+    if isinstance(wanted, list):
+        return isinstance(value, list) and all(
+            any(json_contains(x, w) for x in value) for w in wanted
+        )
+    if isinstance(value, (dict, list)):
+        return False
+    if isinstance(value, bool) or isinstance(wanted, bool):
+        return value is wanted
+    return bool(value == wanted)
