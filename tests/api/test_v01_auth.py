@@ -32,6 +32,8 @@ QUERIES = {
     "queueStats": "query($type: String) { queueStats(type: $type) { pending running } }",
     "apiKeys": "{ apiKeys { name } }",
     "schedules": "{ schedules { name lastJob { id } } }",
+    "throughput": """{ throughput(since: "2026-01-01T00:00:00Z", until: "2026-01-01T01:00:00Z") {
+        enqueued } }""",
 }
 MUTATIONS = {
     "enqueueJob": """mutation($type: String!) {
@@ -46,6 +48,8 @@ MUTATIONS = {
         failJob(id: $id, error: "boom", retryable: false) { job { id } } }""",
     "cancelJob": "mutation($id: ID!) { cancelJob(id: $id) { job { id } } }",
     "retryJob": "mutation($failed: ID!) { retryJob(id: $failed) { job { id } } }",
+    "cancelJobs": "mutation($type: String!) { cancelJobs(filter: {types: [$type]}) { count } }",
+    "retryJobs": "mutation($type: String!) { retryJobs(filter: {types: [$type]}) { count } }",
     "createApiKey": """mutation($name: String!) {
         createApiKey(input: {name: $name, role: ADMIN}) { secret } }""",
     "revokeApiKey": "mutation($victim: String!) { revokeApiKey(name: $victim) }",
@@ -202,8 +206,8 @@ def test_v01_wrong_role_forbidden(server: LiveServer, job_type: str) -> None:
     before, keys_before = snapshot(server, job_type), api_keys(server)
 
     producer_may_not = ["claimJob", "claimJobs", "heartbeatJob", "completeJob", "failJob"]
-    worker_may_not = ["enqueueJob", "enqueueJobs", "cancelJob"]
-    admin_only = ["retryJob", "createApiKey", "revokeApiKey"]
+    worker_may_not = ["enqueueJob", "enqueueJobs", "cancelJob", "cancelJobs"]
+    admin_only = ["retryJob", "retryJobs", "createApiKey", "revokeApiKey"]
     admin_only += ["upsertSchedule", "deleteSchedule", "runScheduleNow"]
     for name in producer_may_not + admin_only:
         body = _forbidden(server, producer, MUTATIONS[name], args)
