@@ -27,6 +27,7 @@ from bench import (
     bench_peers,
     bench_service,
     bench_subscriptions,
+    bench_workers,
     report,
 )
 from bench.common import BACKENDS, Profile, Server, database_url, median, rss_bytes
@@ -104,6 +105,8 @@ async def run_backend(backend: str, workdir: Path, profile: Profile) -> dict[str
         out["subscriptions"] = await _subscriptions(url, workdir, profile)
     _log(f"{backend}: 7. under attack")
     out["attacks"] = await _attacks(backend, workdir, profile)
+    _log(f"{backend}: 8. workers end to end")
+    out["workers"] = await bench_workers.run(backend, workdir, profile.smoke)
     return out
 
 

@@ -31,6 +31,12 @@ def test_bench_smoke_runs_every_benchmark_on_both_backends(tmp_path: Path) -> No
         assert got["memory"]["start_mib"] > 0
         assert set(got["backlog"]) >= {"100", "1000", "ratio", "other_type"}
         assert got["backlog"]["other_type"]["p50_ms"] > 0
+        workers = got["workers"]
+        assert set(workers["throughput"]) == {"1", "4", "16"}
+        assert min(workers["throughput"].values()) > 0
+        assert workers["latency"]["samples"] > 0
+        assert workers["idle"]["waiting_at_end"] == workers["idle"]["claims"]
+    assert set(results["backends"]["sqlite"]["workers"]["ratio"]) == {"1", "4", "16"}
     assert results["peers"]["embedded"]["huey_per_job"] > 0
     assert results["peers"]["server"]["pgqueuer_cycle"] > 0
     for peer in ("embedded", "server"):
@@ -41,4 +47,5 @@ def test_bench_smoke_runs_every_benchmark_on_both_backends(tmp_path: Path) -> No
     assert "## Targets" in report and "huey" in report
     assert "Claiming another type behind the largest backlog" in report
     assert "load generator cores" in report
+    assert "## 8. Workers end to end" in report
     assert (tmp_path / "claim-latency.png").read_bytes()[:4] == b"\x89PNG"
