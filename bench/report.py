@@ -356,6 +356,16 @@ def _targets() -> list[tuple[str, Any]]:
          lambda b: (f"{b['backlog']['ratio']:.2f}x", b["backlog"]["ratio"] <= 1.5)),
         ("RSS flat ± 10 %",
          lambda b: (f"{b['memory']['drift_pct']:+.1f} %", abs(b["memory"]["drift_pct"]) <= 10)),
+        ("workers, 4 per side: ≥ 1.0x huey's consumer (SQLite)",
+         lambda b: (f"{b['workers']['ratio']['4']:.2f}x", b["workers"]["ratio"]["4"] >= 1.0)),
+        ("workers, 16 per side: ≥ 1.0x huey's consumer (SQLite)",
+         lambda b: (f"{b['workers']['ratio']['16']:.2f}x", b["workers"]["ratio"]["16"] >= 1.0)),
+        ("enqueue to worker start p50 ≤ 10 ms",
+         lambda b: (f"{b['workers']['latency']['p50_ms']:.1f} ms",
+                    b["workers"]["latency"]["p50_ms"] <= 10)),
+        ("200 waiting claims ≤ 5 % of a core",
+         lambda b: (f"{b['workers']['idle']['cpu_pct']:.1f} %",
+                    b["workers"]["idle"]["cpu_pct"] <= 5)),
     ]  # fmt: skip
 
 
