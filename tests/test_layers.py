@@ -15,6 +15,7 @@ LAYERS: dict[str, int] = {
     "events": 2,
     "auth": 2,
     "graphql_types": 3,
+    "graphql_ops_types": 3,
     "resolvers": 4,
     "schema": 5,
 }

@@ -6,9 +6,12 @@ import strawberry
 from strawberry.scalars import JSON
 
 from queuelog.events.claims import claim_waiting
+from queuelog.graphql_ops_types import (
+    BulkJobsPayload,
+    JobFilter,
+)
 from queuelog.graphql_types import (
     ApiKey,
-    BulkJobsPayload,
     ClaimJobPayload,
     ClaimJobsPayload,
     CreateApiKeyInput,
@@ -18,7 +21,6 @@ from queuelog.graphql_types import (
     EnqueueJobsPayload,
     FailJobPayload,
     Job,
-    JobFilter,
     JobPayload,
     UserError,
 )

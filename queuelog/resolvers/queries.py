@@ -8,16 +8,18 @@ from datetime import datetime
 import strawberry
 from strawberry.types.nodes import SelectedField, Selection
 
+from queuelog.graphql_ops_types import (
+    JobFilter,
+    ThroughputBucket,
+)
 from queuelog.graphql_types import (
     ApiKey,
     Job,
     JobConnection,
     JobEdge,
-    JobFilter,
     JobStatus,
     PageInfo,
     QueueStats,
-    ThroughputBucket,
     Viewer,
 )
 from queuelog.resolvers.context import Context, refusing_bad_input

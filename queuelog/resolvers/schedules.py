@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import strawberry
 
-from queuelog.graphql_types import (
-    EnqueueJobPayload,
-    Job,
+from queuelog.graphql_ops_types import (
     Schedule,
     ScheduleInput,
     SchedulePayload,
+)
+from queuelog.graphql_types import (
+    EnqueueJobPayload,
+    Job,
     UserError,
 )
 from queuelog.resolvers.context import Context

@@ -25,9 +25,14 @@ from queuelog.auth.permissions import (
     WorkerOrAdmin,
 )
 from queuelog.config import Settings
+from queuelog.graphql_ops_types import (
+    BulkJobsPayload,
+    Schedule,
+    SchedulePayload,
+    ThroughputBucket,
+)
 from queuelog.graphql_types import (
     ApiKey,
-    BulkJobsPayload,
     ClaimJobPayload,
     ClaimJobsPayload,
     CreateApiKeyPayload,
@@ -40,9 +45,6 @@ from queuelog.graphql_types import (
     JobPayload,
     JobProgress,
     QueueStats,
-    Schedule,
-    SchedulePayload,
-    ThroughputBucket,
     Viewer,
 )
 from queuelog.resolvers import fields, mutations, queries, schedules, subscriptions
