@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from queuelog.schema import limits
+from queuelog.schema import measures
 from tests.security.http import CLIENT, GRAPHQL_RESPONSE, send
 from tests.security.wsops import PROTOCOLS, errors_of, first_answer
 from tests.subscriptions.wsclient import claim, enqueue
@@ -96,7 +96,7 @@ async def test_a_rule_that_raises_is_a_masked_server_error(
     def broken(*_args: Any) -> Any:
         raise RuntimeError("a fault in a rule")
 
-    monkeypatch.setattr(limits, "_cost", broken)
+    monkeypatch.setattr(measures, "_cost", broken)
     auth = {"Authorization": f"Bearer {secret}", "Accept": "application/json"}
     async with httpx.AsyncClient(timeout=30) as client:
         for n, response in enumerate(
