@@ -194,3 +194,47 @@ def test_upgrading_from_0004_counts_the_jobs_there_are(backend: str, tmp_path: P
             assert (pdf["pending"], pdf["running"]) == (0, 1)
         finally:
             db.close()
+
+
+def _prebuilt_index_statements() -> list[str]:
+    """The CREATE INDEX CONCURRENTLY statements docs/deployment.md gives operators."""
+    doc = (Path(__file__).parents[2] / "docs" / "deployment.md").read_text()
+    return [line for line in doc.splitlines() if line.startswith("CREATE INDEX CONCURRENTLY")]
+
+
+def test_indexes_built_beforehand_as_the_deployment_guide_says_are_kept(
+    backend: str, tmp_path: Path
+) -> None:
+    """An operator with a large table builds 0006's and 0009's indexes CONCURRENTLY before
+    upgrading: the migrations accept them, and the result is the model's indexes."""
+    statements = _prebuilt_index_statements()
+    assert len(statements) == 5, statements
+    with database_url(backend, tmp_path) as url:
+        db = Database(url)
+        try:
+            migrate(db, "0005")
+            _insert_as_before(db, job(), job(status="completed", finished_at=at(-60)))
+            engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
+            try:
+                with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                    for statement in statements:
+                        if backend == "sqlite":  # SQLite has no concurrent build
+                            statement = statement.replace(" CONCURRENTLY", "")
+                        conn.exec_driver_sql(statement.rstrip(";"))
+                prebuilt = _index_sql(engine)
+            finally:
+                engine.dispose()
+            migrate(db)
+            assert _revision(db) == _head()
+            migrated = _index_sql(db.writer)
+            for name in ("ix_job_events_producer", "ix_jobs_created", "ix_job_events_occurred"):
+                assert migrated[name] == prebuilt[name]
+        finally:
+            db.close()
+    with database_url(backend, tmp_path) as url:
+        engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
+        try:
+            metadata.create_all(engine)
+            assert _index_sql(engine) == migrated
+        finally:
+            engine.dispose()

@@ -9,6 +9,9 @@ ix_jobs_worker does.
 
 Built with plain CREATE INDEX in the migration's transaction, as 0003 explains.
 
+An index of the same name that is there already (an operator built it CONCURRENTLY
+beforehand, see docs/deployment.md) is kept: each CREATE INDEX says IF NOT EXISTS.
+
 Revision ID: 0006
 Revises: 0005
 Create Date: 2026-12-01
@@ -28,13 +31,14 @@ HELD = sa.text("worker_id IS NOT NULL")
 
 
 def upgrade() -> None:
-    op.create_index("ix_job_events_producer", "job_events", ["producer", "id"])
+    op.create_index("ix_job_events_producer", "job_events", ["producer", "id"], if_not_exists=True)
     op.create_index(
         "ix_job_events_worker",
         "job_events",
         ["worker_id", "id"],
         sqlite_where=HELD,
         postgresql_where=HELD,
+        if_not_exists=True,
     )
 
 
