@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     http_keep_alive_seconds: int = Field(default=5, ge=1)
     http_max_header_bytes: int = Field(default=65_536, ge=1_024)
     max_connections: int = Field(default=4_096, ge=1)
+    # Enforce the three bounds above the way uvicorn's settings cannot (queuelog/fences/);
+    # false leaves them to uvicorn's own protocol and its public settings.
+    bounded_http_protocol: bool = True
 
     # Serve repeated queries and mutations through the fast path (see docs/performance.md);
     # false serves everything through strawberry's generic path.

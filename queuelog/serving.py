@@ -1,20 +1,20 @@
 """uvicorn as `queuelog serve` runs it: bounds on slow and numerous clients.
 
-uvicorn bounds the idle time between requests on a connection (`timeout_keep_alive`) but
-neither the time a request takes to arrive nor how many connections are open. Here:
+With QUEUELOG_BOUNDED_HTTP_PROTOCOL on (the default), the fence in
+`queuelog.fences.uvicorn_http` bounds the time a request takes to arrive (408), the size of
+its headers (431), and the connections open at once (503 before anything is read). Off, or
+when the fence cannot be used with the installed uvicorn, uvicorn's own protocol serves with
+its public settings: `limit_concurrency` answers 503 to a request that arrives while
+`max_connections` connections are open, the header size is the HTTP parser's own limit
+(`h11_max_incomplete_event_size` when uvicorn runs h11), and a request that arrives slowly is
+not timed.
 
-- each request, headers and body, must arrive whole within `http_request_timeout_seconds`
-  of its first byte (a new connection must start one within that time too): a request
-  whose headers are late is answered 408; one whose body is late has its connection closed;
-- a request's headers may take at most `http_max_header_bytes`: more is answered 431;
-- at most `max_connections` connections (HTTP and WebSocket) are open at once: one more is
-  answered 503 and closed before anything of it is read;
-- a client that goes away while its request body is being read ends that request quietly.
+A client that goes away while its request body is being read ends that request quietly,
+either way.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import resource
 from typing import Any
@@ -22,8 +22,8 @@ from typing import Any
 import uvicorn
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from queuelog import fences
 from queuelog.config import Settings
 
 log = logging.getLogger("queuelog.serve")
@@ -33,96 +33,8 @@ log = logging.getLogger("queuelog.serve")
 FD_RESERVE = 128
 
 
-def _plain_response(status: str, text: str) -> bytes:
-    body = text.encode()
-    return (
-        f"HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    ).encode() + body
-
-
-class BoundedHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with the bounds of this module (set by `bounded_protocol`)."""
-
-    request_timeout: float = 30.0
-    max_header_bytes: int = 65_536
-    max_connections: int = 4_096
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._deadline: asyncio.TimerHandle | None = None
-        self._head_bytes: int | None = None  # bytes of headers so far; None once complete
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
-            transport.write(
-                _plain_response("503 Service Unavailable", "too many connections; retry later")
-            )
-            transport.close()
-            return
-        self._head_bytes = 0
-        self._arm()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        if self._head_bytes is not None:
-            room = self.max_header_bytes - self._head_bytes
-            # The chunk may carry the end of the headers and then body bytes.
-            if len(data) > room and b"\r\n\r\n" not in data[: room + 4]:
-                self._refuse("431 Request Header Fields Too Large", "request headers too large")
-                return
-            self._head_bytes += len(data)
-        super().data_received(data)
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        if self._head_bytes is None:
-            self._head_bytes = 0
-        self._arm()
-
-    def on_headers_complete(self) -> None:
-        self._head_bytes = None
-        super().on_headers_complete()
-
-    def on_message_complete(self) -> None:
-        self._disarm()
-        super().on_message_complete()
-
-    def handle_websocket_upgrade(self) -> None:
-        self._disarm()
-        super().handle_websocket_upgrade()
-
-    def _arm(self) -> None:
-        if self._deadline is None:
-            self._deadline = self.loop.call_later(self.request_timeout, self._late)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _late(self) -> None:
-        self._deadline = None
-        if self.transport.is_closing():
-            return
-        if self._head_bytes is not None:  # the headers are not all here
-            self._refuse("408 Request Timeout", "the request did not arrive in time")
-        else:  # the body is late: the application sees the client go away
-            self.transport.close()
-
-    def _refuse(self, status: str, text: str) -> None:
-        self._disarm()
-        self.transport.write(_plain_response(status, text))
-        self.transport.close()
-
-
-def bounded_protocol(settings: Settings) -> type[BoundedHttpProtocol]:
-    """The protocol class with `settings`' bounds, the connection limit within the file
-    descriptors this process may open."""
+def connection_limit(settings: Settings) -> int:
+    """`max_connections`, within the file descriptors this process may open."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     limit = settings.max_connections
     if soft != resource.RLIM_INFINITY and limit > soft - FD_RESERVE:
@@ -134,12 +46,29 @@ def bounded_protocol(settings: Settings) -> type[BoundedHttpProtocol]:
             soft,
             limit,
         )
-    attributes = {
-        "request_timeout": settings.http_request_timeout_seconds,
-        "max_header_bytes": settings.http_max_header_bytes,
-        "max_connections": limit,
+    return limit
+
+
+def http_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's HTTP settings: the bounded protocol when the fence is on and usable, else
+    uvicorn's own protocol with the public settings nearest to it."""
+    limit = connection_limit(settings)
+    if settings.bounded_http_protocol:
+        from queuelog.fences import uvicorn_http
+
+        reason = fences.unavailable(
+            "QUEUELOG_BOUNDED_HTTP_PROTOCOL", uvicorn_http.MISSING, uvicorn_http.TESTED
+        )
+        if reason is None:
+            protocol = uvicorn_http.with_bounds(
+                settings.http_request_timeout_seconds, settings.http_max_header_bytes, limit
+            )
+            return {"http": protocol}
+    return {
+        "http": "auto",
+        "limit_concurrency": limit,
+        "h11_max_incomplete_event_size": settings.http_max_header_bytes,
     }
-    return type("QueuelogHttpProtocol", (BoundedHttpProtocol,), attributes)
 
 
 class QuietDisconnects:
@@ -171,7 +100,7 @@ def uvicorn_config(
         port=port,
         log_level=log_level,
         **log_options,
-        http=bounded_protocol(settings),
+        **http_options(settings),
         timeout_keep_alive=settings.http_keep_alive_seconds,
         ws_max_size=settings.request_max_bytes,
         ws_ping_interval=settings.ws_ping_interval_seconds,

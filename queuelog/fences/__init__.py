@@ -1,0 +1,44 @@
+"""Where queuelog goes around a framework rather than through its public API, fenced.
+
+Each fence is one module that imports the framework's private names, beside the versions
+it was tested with; a setting turns it off, and when it is off, or the installed version was
+not tested, or an import fails, the framework's own behaviour serves instead (with one
+warning when that was not asked for). docs/design.md lists the fences and what each
+fallback loses.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
+
+log = logging.getLogger("queuelog.fences")
+
+
+def untested_versions(tested: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """The installed distributions (as "name version") of `tested` whose version is not in it."""
+    out = []
+    for name, versions in tested.items():
+        try:
+            installed = version(name)
+        except PackageNotFoundError:
+            installed = "(not installed)"
+        if installed not in versions:
+            out.append(f"{name} {installed}")
+    return out
+
+
+def unavailable(
+    fence: str, missing: str | None, tested: Mapping[str, tuple[str, ...]]
+) -> str | None:
+    """Why the fence `fence` cannot be used here (None: it can): `missing` is the failed
+    import, if any. The reason is logged as one warning."""
+    reason = None
+    if missing is not None:
+        reason = f"a name it needs is gone ({missing})"
+    elif untested := untested_versions(tested):
+        reason = f"it was not tested with {', '.join(untested)}"
+    if reason is not None:
+        log.warning("%s is off: %s; the framework's own behaviour serves instead", fence, reason)
+    return reason
