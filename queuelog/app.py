@@ -238,7 +238,6 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         connection_init_wait_timeout=timedelta(seconds=settings.ws_init_timeout_seconds),
         max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
         allowed_origins=settings.allowed_origins,
-        execution_timeout=settings.execution_timeout_seconds,
     )
     csp = page_csp(graphql.graphql_ide_html) if graphql.graphql_ide else API_CSP
     if settings.otel:

@@ -1,27 +1,28 @@
 """strawberry's ASGI view for /graphql, made to follow GraphQL-over-HTTP where it does not
-already (see `queuelog.edge` for the media types and status codes), with the execution
-timeout, and, when the fast path is on, a short path for the request nearly every client
-sends.
+already (see `queuelog.edge` for the media types and status codes), and, when the fast path
+is on, a short path for the request nearly every client sends.
+
+Only strawberry's documented hooks are overridden (`decode_json`, `encode_json`,
+`process_result`, with `get_context` and `on_ws_connect` in the app): the request is checked
+before strawberry reads it, and its refusals are reworded after, from the outside. The
+execution timeout is the schema's (`QueuelogSchema.execute`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-from collections.abc import Awaitable
 from typing import Any
 
 import orjson
 import strawberry
 from cross_web import HTTPException
-from graphql import GraphQLError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
-from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
+from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
@@ -76,17 +77,16 @@ def _too_large(data: object, size: int, ceiling: int) -> dict[str, Any]:
 class SpecGraphQL(GraphQL[Context, None]):
     """strawberry's ASGI view, made to follow GraphQL-over-HTTP where it does not already."""
 
-    def __init__(self, *args: Any, execution_timeout: float, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.execution_timeout = execution_timeout
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
         request = Request(scope, receive)
         try:
-            response = await self.run(request)
+            try:
+                response = await self.run(request)
+            except HTTPException as e:
+                raise _reworded(e, request.method) from e.__cause__
         except HTTPException as e:
             response = error_response(
                 request.headers.get("accept"),
@@ -117,12 +117,12 @@ class SpecGraphQL(GraphQL[Context, None]):
             response = await self._post(request, media)
             if response is not None:
                 return response
-        if media is None and not self.should_render_graphql_ide(
-            self.request_adapter_class(request)
-        ):
+        if media is None and not _asks_for_a_page(request):
             raise HTTPException(
                 406, f"this endpoint answers in {GRAPHQL_RESPONSE} or {JSON}; accept one of them"
             )
+        if request.method == "POST":
+            await self._check_post(request)
         response = await super().run(request, context, root_value)
         if response.headers.get("content-type", "").startswith(JSON) and media:
             status = getattr(request.state, "graphql_status", 200)
@@ -159,24 +159,20 @@ class SpecGraphQL(GraphQL[Context, None]):
         ):
             operation = schema.prepared.get(query, operation_name)
             if operation is not None:
-                result = await self._within_deadline(
-                    schema.execute_prepared(operation, variables, context)
-                )
+                result = await schema.execute_prepared(operation, variables, context)
         if result is None:  # not prepared, or variables the generic path must report
-            request_data = GraphQLRequestData(
-                query=query,
-                variables=variables,
-                operation_name=operation_name,
-                extensions=extensions,
-            )
-            result = await self.execute_single(
-                request=request,
-                request_adapter=self.request_adapter_class(request),
-                sub_response=None,
-                context=context,
-                root_value=None,
-                request_data=request_data,
-            )
+            try:
+                result = await self.schema.execute(
+                    query,
+                    variable_values=variables,
+                    context_value=context,
+                    operation_name=operation_name,
+                    operation_extensions=extensions,
+                )
+            except InvalidOperationTypeError as e:
+                raise HTTPException(400, SUBSCRIPTIONS_OVER_WEBSOCKET) from e
+            except Exception:  # a refusal strawberry words itself (no query, no operation)
+                return None
         body = await self.process_result(request, result)
         status = getattr(request.state, "graphql_status", 200)
         if media != GRAPHQL_RESPONSE and status == 400:
@@ -221,55 +217,23 @@ class SpecGraphQL(GraphQL[Context, None]):
         except orjson.JSONDecodeError as e:
             raise HTTPException(400, f"the request is not valid UTF-8 JSON: {e}") from e
 
-    async def parse_http_body(self, request: Any) -> Any:
-        content_type, params = _content_type(request.content_type or "")
-        if request.method == "POST":
-            if content_type != JSON:
-                raise HTTPException(415, f"send the operation as {JSON}")
-            if params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
-                raise HTTPException(415, "the request body must be UTF-8")
-        try:
-            return await super().parse_http_body(request)
-        except AttributeError as e:  # a JSON body that is neither an object nor an array
-            raise HTTPException(400, "the request body must be a JSON object") from e
-        except HTTPException as e:
-            if e.reason == "Batching is not enabled":
-                raise HTTPException(
-                    400,
-                    "batched operations (a JSON array body) are not supported: "
-                    "send one operation per request",
-                ) from e
-            raise
-
-    async def execute_single(self, *args: Any, **kwargs: Any) -> ExecutionResult:
-        try:
-            result = await self._within_deadline(super().execute_single(*args, **kwargs))
-        except HTTPException as e:
-            method = kwargs["request_adapter"].method
-            cause = e.__cause__
-            if isinstance(cause, InvalidOperationTypeError):
-                if cause.operation_type is OperationType.SUBSCRIPTION:
-                    raise HTTPException(400, SUBSCRIPTIONS_OVER_WEBSOCKET) from e
-                if method == "GET":
-                    raise HTTPException(405, f"{e.reason}: use POST") from e
-            raise
-        assert result is not None
-        return result
-
-    async def _within_deadline(
-        self, execution: Awaitable[ExecutionResult | None]
-    ) -> ExecutionResult | None:
-        """`execution`, or EXECUTION_TIMEOUT once it has run longer than the timeout."""
-        try:
-            async with asyncio.timeout(self.execution_timeout):
-                return await execution
-        except TimeoutError:
-            message = (
-                f"execution took longer than {self.execution_timeout:g} s "
-                "(QUEUELOG_EXECUTION_TIMEOUT_SECONDS)"
+    async def _check_post(self, request: Request) -> None:
+        """A POST's body must be one operation as a UTF-8 JSON object: anything else is
+        refused here, with a status and a reason of its own, before strawberry reads it."""
+        content_type, params = _content_type(request.headers.get("content-type") or "")
+        if content_type != JSON:
+            raise HTTPException(415, f"send the operation as {JSON}")
+        if params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
+            raise HTTPException(415, "the request body must be UTF-8")
+        data = self.parse_json(await request.body())  # Starlette keeps the body for strawberry
+        if isinstance(data, list):
+            raise HTTPException(
+                400,
+                "batched operations (a JSON array body) are not supported: "
+                "send one operation per request",
             )
-            error = GraphQLError(message, extensions={"code": "EXECUTION_TIMEOUT"})
-            return ExecutionResult(data=None, errors=[error])
+        if not isinstance(data, dict):
+            raise HTTPException(400, "the request body must be a JSON object")
 
     async def process_result(
         self, request: Request, result: ExecutionResult
@@ -284,3 +248,25 @@ class SpecGraphQL(GraphQL[Context, None]):
                 (_STATUS_BY_CODE[c] for c in codes if c in _STATUS_BY_CODE), 400
             )
         return data
+
+
+def _asks_for_a_page(request: Request) -> bool:
+    """A browser's GET without a query: it is answered with GraphiQL (or 404 without it)."""
+    accept = request.headers.get("accept", "")
+    return (
+        request.method == "GET"
+        and "query" not in request.query_params
+        and ("text/html" in accept or "*/*" in accept)
+    )
+
+
+def _reworded(error: HTTPException, method: str) -> HTTPException:
+    """strawberry's refusal of an operation type, said the way this API says it: a
+    subscription is for WebSocket, a mutation over GET is the wrong method."""
+    cause = error.__cause__
+    if isinstance(cause, InvalidOperationTypeError):
+        if cause.operation_type is OperationType.SUBSCRIPTION:
+            return HTTPException(400, SUBSCRIPTIONS_OVER_WEBSOCKET)
+        if method == "GET":
+            return HTTPException(405, f"{error.reason}: use POST")
+    return error

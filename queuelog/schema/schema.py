@@ -8,7 +8,8 @@ rules stay the same objects from one request to the next.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import strawberry
@@ -210,6 +211,7 @@ class QueuelogSchema(strawberry.Schema):
         subscription: type,
         limits: QueryLimits,
         prepared_operations: bool = True,
+        execution_timeout: float | None = None,
     ) -> None:
         fast_path = fastpath.load(prepared_operations)
         super().__init__(
@@ -220,6 +222,7 @@ class QueuelogSchema(strawberry.Schema):
             execution_context_class=None if fast_path is None else fast_path.executor_class,
         )
         self.limits = limits
+        self.execution_timeout = execution_timeout
         self.fast_path = fast_path
         schema = graphql_schema(self)
         self.prepared = (
@@ -242,7 +245,24 @@ class QueuelogSchema(strawberry.Schema):
         # (WebSocket) only, so any single-result path refuses them before they run.
         allowed = kwargs.get("allowed_operation_types") or tuple(OperationType)
         kwargs["allowed_operation_types"] = [t for t in allowed if t in SINGLE_RESULT]
-        return await super().execute(query, *args, **kwargs)
+        result = await self._within_deadline(super().execute(query, *args, **kwargs))
+        assert result is not None
+        return result
+
+    async def _within_deadline(
+        self, execution: Awaitable[ExecutionResult | None]
+    ) -> ExecutionResult | None:
+        """`execution`, or EXECUTION_TIMEOUT once it has run longer than the timeout."""
+        try:
+            async with asyncio.timeout(self.execution_timeout):
+                return await execution
+        except TimeoutError:
+            message = (
+                f"execution took longer than {self.execution_timeout:g} s "
+                "(QUEUELOG_EXECUTION_TIMEOUT_SECONDS)"
+            )
+            error = GraphQLError(message, extensions={"code": "EXECUTION_TIMEOUT"})
+            return ExecutionResult(data=None, errors=[error])
 
     async def stream(self, query: str | None, *args: Any, **kwargs: Any) -> Any:
         """`subscribe` and both WebSocket protocols run every operation through here."""
@@ -265,6 +285,11 @@ class QueuelogSchema(strawberry.Schema):
         errors logged as `process_errors` logs them (with the request's id), then masked and
         stripped of suggestions as `OperationGuard` does. None when the variables do not
         coerce."""
+        return await self._within_deadline(self._execute_prepared(prepared, variables, context))
+
+    async def _execute_prepared(
+        self, prepared: Any, variables: dict[str, Any] | None, context: Any
+    ) -> ExecutionResult | None:
         outcome = await prepared.execute(context, variables)
         if outcome is None:
             return None
@@ -296,4 +321,5 @@ def build_schema(settings: Settings | None = None) -> QueuelogSchema:
         subscription=Subscription,
         limits=QueryLimits.from_settings(settings),
         prepared_operations=settings.prepared_operations,
+        execution_timeout=settings.execution_timeout_seconds,
     )
