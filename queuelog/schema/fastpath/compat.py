@@ -15,12 +15,16 @@ off, and `tests/prepared` holds the two paths to the same answers), then add the
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import strawberry
-from graphql import GraphQLSchema
+from graphql import GraphQLSchema, build_schema
+
+log = logging.getLogger("queuelog.fastpath")
 
 __all__ = [
     "MAX_NESTING_DEPTH",
@@ -98,9 +102,22 @@ def build_input_with(cls: type, build: Callable[[type, Mapping[str, Any], Any], 
 
 
 def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
-    """The graphql-core schema strawberry built (strawberry has no public accessor)."""
-    built: GraphQLSchema = schema._schema
-    return built
+    """The graphql-core schema strawberry built (strawberry has no public accessor). If a
+    release moves it, one built from the schema's SDL (`as_str`, public) stands in: it
+    validates documents alike, but its custom scalars accept any literal until execution."""
+    built = getattr(schema, "_schema", None)
+    if isinstance(built, GraphQLSchema):
+        return built
+    return _schema_from_sdl(schema)
+
+
+@functools.lru_cache(maxsize=16)
+def _schema_from_sdl(schema: strawberry.Schema) -> GraphQLSchema:
+    log.warning(
+        "strawberry's graphql-core schema is not where it was (Schema._schema): the query "
+        "limits validate against one built from the SDL instead"
+    )
+    return build_schema(schema.as_str())
 
 
 def _no_literal(value: Any, type_: Any) -> Any:
