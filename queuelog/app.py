@@ -69,7 +69,7 @@ from queuelog.service.schedules import schedule_loop
 from queuelog.storage.db import KEYS_CHANNEL
 from queuelog.storage.migrate import migrate
 from queuelog.view import SpecGraphQL
-from queuelog.websocket import LegacyWSHandler, TransportWSHandler
+from queuelog.websocket import handler_classes
 
 NO_KEY = 'a live API key is required: send {"authorization": "Bearer <api key>"} in connection_init'
 
@@ -80,13 +80,13 @@ def _refuse(message: str, **payload: object) -> ConnectionRejectionError:
 
 
 class QueuelogGraphQL(SpecGraphQL):
-    graphql_transport_ws_handler_class = TransportWSHandler
-    graphql_ws_handler_class = LegacyWSHandler
-
     def __init__(self, services: Services, **kwargs: Any) -> None:
         super().__init__(build_schema(services.settings), **kwargs)
         self.services = services
         st = services.settings
+        handlers = handler_classes(st.strict_websocket)
+        if handlers is not None:
+            self.graphql_transport_ws_handler_class, self.graphql_ws_handler_class = handlers
         failures = TokenBuckets(st.auth_failures_per_minute / 60, st.auth_failure_burst)
         self.auth = ApiKeyBackend(services.keys, failures)
         self.key_buckets = TokenBuckets(st.rate_limit_per_second, st.rate_limit_burst)

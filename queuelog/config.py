@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     # Enforce the three bounds above the way uvicorn's settings cannot (queuelog/fences/);
     # false leaves them to uvicorn's own protocol and its public settings.
     bounded_http_protocol: bool = True
+    # Hold both WebSocket subprotocols to queuelog's rules (queuelog/websocket.py); false
+    # leaves strawberry's own protocol handlers in place.
+    strict_websocket: bool = True
 
     # Serve repeated queries and mutations through the fast path (see docs/performance.md);
     # false serves everything through strawberry's generic path.

@@ -1,0 +1,239 @@
+"""The fence around strawberry's WebSocket protocol handlers: subclasses of its
+`graphql-transport-ws` and legacy `graphql-ws` handlers (internal modules of strawberry, and
+their attributes) that hold both protocols to the rules of `queuelog.websocket`. Only this
+module imports them.
+
+`queuelog.websocket.handler_classes` uses them when QUEUELOG_STRICT_WEBSOCKET is on, this
+module imports, and the installed strawberry is in `TESTED`; otherwise strawberry's own
+handlers serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+from graphql import GraphQLError
+from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http.exceptions import (
+    NonJsonMessageReceived,
+    NonTextMessageReceived,
+    WebSocketDisconnected,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+    Operation,
+)
+from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
+from strawberry.types.execution import ExecutionResult, PreExecutionError
+
+from queuelog.resolvers.context import Context
+from queuelog.websocket import (
+    LEGACY_MESSAGES,
+    TRANSPORT_MESSAGES,
+    bad_request,
+    close_reason,
+    message_problem,
+    refusal,
+    rejection_reason,
+    server_fault,
+)
+
+# The versions the handlers below were tested with, by distribution.
+TESTED: Mapping[str, tuple[str, ...]] = {"strawberry-graphql": ("0.341.2",)}
+
+
+class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
+    """`graphql-transport-ws`, with the rules of this module."""
+
+    async def handle_message(self, message: Any) -> None:
+        problem = message_problem(message, TRANSPORT_MESSAGES)
+        if problem is not None:
+            await self.handle_invalid_message(problem)
+            return
+        await super().handle_message(message)
+
+    async def handle_invalid_message(self, error_message: str) -> None:
+        await self.websocket.close(code=4400, reason=close_reason(error_message))
+
+    async def handle_connection_init(self, message: Any) -> None:
+        if self.connection_timed_out:
+            return
+        if self.connection_init_timeout_task:
+            self.connection_init_timeout_task.cancel()
+        if self.connection_init_received:
+            await self.websocket.close(code=4429, reason="Too many initialisation requests")
+            return
+        self.connection_init_received = True
+        self.context.connection_params = message.get("payload") or {}
+        try:
+            ack = await self.view.on_ws_connect(self.context)
+        except ConnectionRejectionError as exc:
+            # 4401, which graphql-ws clients do not retry (they retry 4403).
+            await self.websocket.close(code=4401, reason=rejection_reason(exc))
+            return
+        if isinstance(ack, dict):
+            await self.send_message({"type": "connection_ack", "payload": ack})
+        else:
+            await self.send_message({"type": "connection_ack"})
+        self.connection_acknowledged = True
+
+    async def run_operation(self, operation: Operation[Context, None]) -> None:
+        try:
+            await self._run(operation)
+        except WebSocketDisconnected:
+            pass
+        except GraphQLError as error:  # refused before execution (parsing, limits)
+            await operation.send_initial_errors([error])
+        except Exception as error:
+            await operation.send_initial_errors([server_fault(error)])
+
+    async def _run(self, operation: Operation[Context, None]) -> None:
+        refused = await refusal(
+            self.context, operation.query, operation.variables, operation.operation_name
+        )
+        if refused is not None:
+            await operation.send_initial_errors([refused])
+            return
+        results = await self.schema.stream(
+            operation.query,
+            variable_values=operation.variables,
+            context_value=self.context,
+            root_value=self.root_value,
+            operation_name=operation.operation_name,
+        )
+        async with contextlib.aclosing(results):
+            first = True
+            async for result in results:
+                if first and isinstance(result, PreExecutionError):
+                    await operation.send_initial_errors(result.errors or [])
+                    return
+                if not isinstance(result, ExecutionResult):
+                    error = GraphQLError("incremental delivery (@defer, @stream) is not served")
+                    await operation.send_initial_errors([error])
+                    return
+                await operation.send_next(result)
+                first = False
+        await operation.send_operation_message({"id": operation.id, "type": "complete"})
+
+
+class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
+    """The legacy `graphql-ws` (subscriptions-transport-ws), with the rules of this module:
+    it runs queries and mutations as well as subscriptions."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connection_init_received = False
+
+    async def handle(self) -> None:
+        deadline = asyncio.create_task(self._close_unless_initialised())
+        try:
+            try:
+                async for message in self.websocket.iter_json():
+                    await self.handle_message(message)
+            except NonTextMessageReceived:
+                await self._close_invalid("WebSocket message type must be text")
+            except NonJsonMessageReceived:
+                await self._close_invalid("WebSocket message must be valid JSON")
+        except WebSocketDisconnected:
+            pass
+        finally:
+            for task in (deadline, self.keep_alive_task):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
+            await self.cleanup()
+
+    async def _close_unless_initialised(self) -> None:
+        await asyncio.sleep(self.view.connection_init_wait_timeout.total_seconds())
+        if not self.connection_init_received:
+            with contextlib.suppress(Exception):
+                await self.websocket.close(code=4408, reason="Connection initialisation timeout")
+
+    async def _close_invalid(self, reason: str) -> None:
+        await self.websocket.close(code=4400, reason=close_reason(reason))
+
+    async def handle_message(self, message: Any) -> None:
+        problem = message_problem(message, LEGACY_MESSAGES)
+        if problem is not None:
+            await self._close_invalid(problem)
+            return
+        await super().handle_message(message)
+
+    async def handle_connection_init(self, message: Any) -> None:
+        if self.connection_init_received:
+            await self.websocket.close(code=4429, reason="Too many initialisation requests")
+            return
+        self.connection_init_received = True
+        self.context.connection_params = message.get("payload") or {}
+        try:
+            ack = await self.view.on_ws_connect(self.context)
+        except ConnectionRejectionError as exc:
+            await self.send_message({"type": "connection_error", "payload": exc.payload})
+            await self.websocket.close(code=4403, reason=rejection_reason(exc))
+            return
+        if isinstance(ack, dict):
+            await self.send_message({"type": "connection_ack", "payload": ack})
+        else:
+            await self.send_message({"type": "connection_ack"})
+        self.connection_acknowledged = True
+        if self.keep_alive:
+            self.keep_alive_task = asyncio.create_task(self.handle_keep_alive())
+
+    async def handle_async_results(
+        self,
+        operation_id: str,
+        query: str,
+        operation_name: str | None,
+        variables: dict[str, object] | None,
+    ) -> None:
+        try:
+            await self._run(operation_id, query, operation_name, variables)
+        except asyncio.CancelledError:  # stopped by the client, or the connection closed
+            with contextlib.suppress(Exception):
+                await self.send_message({"type": "complete", "id": operation_id})
+        except WebSocketDisconnected:
+            pass
+        except GraphQLError as error:  # refused before execution (parsing, limits)
+            await self._send_error(operation_id, error)
+        except Exception as error:
+            await self._send_error(operation_id, server_fault(error))
+        finally:
+            self.subscriptions.pop(operation_id, None)
+            self.tasks.pop(operation_id, None)
+
+    async def _send_error(self, operation_id: str, error: GraphQLError) -> None:
+        with contextlib.suppress(WebSocketDisconnected):
+            message = {"type": "error", "id": operation_id, "payload": error.formatted}
+            await self.send_message(message)  # type: ignore[arg-type]
+
+    async def _run(
+        self, operation_id: str, query: object, operation_name: object, variables: object
+    ) -> None:
+        refused = await refusal(self.context, query, variables, operation_name)
+        if refused is not None:
+            await self._send_error(operation_id, refused)
+            return
+        results = await self.schema.stream(
+            query,  # type: ignore[arg-type]
+            variable_values=variables,  # type: ignore[arg-type]
+            context_value=self.context,
+            root_value=self.root_value,
+            operation_name=operation_name,  # type: ignore[arg-type]
+        )
+        self.subscriptions[operation_id] = results
+        first = True
+        async for result in results:
+            if first and isinstance(result, PreExecutionError):
+                await self._send_error(operation_id, (result.errors or [bad_request("?")])[0])
+                return
+            if not isinstance(result, ExecutionResult):
+                error = GraphQLError("incremental delivery (@defer, @stream) is not served")
+                await self._send_error(operation_id, error)
+                return
+            await self.send_data_message(result, operation_id)
+            first = False
+        await self.send_message({"type": "complete", "id": operation_id})
