@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 import orjson
-import pytest
 
 from queuelog.config import Settings
 from queuelog.health import Readiness
@@ -64,8 +63,6 @@ async def test_not_ready_while_the_database_does_not_answer(backend: str, tmp_pa
     assert status == 503 and body == {"status": "unavailable", "reason": "database"}
 
 
-@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_a_served_process_is_ready(tmp_path: Path, db_url: str) -> None:
-    with LiveServer(db_url, tmp_path) as server:
-        ready = httpx.get(server.url.replace("/graphql", "/readyz"))
+def test_a_served_process_is_ready(server: LiveServer) -> None:
+    ready = httpx.get(server.url.replace("/graphql", "/readyz"))
     assert ready.status_code == 200
