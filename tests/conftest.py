@@ -126,6 +126,17 @@ def server(
     )
 
 
+@pytest.fixture(scope="session")
+def sibling(server: LiveServer) -> Iterator[LiveServer]:
+    """A second `queuelog serve` on the session server's database, with its settings: a
+    replica, for the tests of what one process's change does on the other."""
+    other = server.sibling().start()
+    try:
+        yield other
+    finally:
+        other.stop()
+
+
 _types = itertools.cycle(JOB_TYPES[3:])
 
 

@@ -8,50 +8,38 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.security.ws import PROTOCOLS, Socket, acknowledged, errors_of
 from tests.subscriptions.conftest import cli
-from tests.support import ADMIN_SECRET, BACKENDS, LiveServer, database_url, live_server
+from tests.support import ADMIN_SECRET, LiveServer
 
 QUERY = "{ viewer { name } }"
-MUTATION = 'mutation { enqueueJob(input: {type: "email"}) { job { id } } }'
+MUTATION = 'mutation { enqueueJob(input: {type: "%s"}) { job { id } } }'  # % the job type
 SUBSCRIPTION = "subscription { jobStatusChanged { cursor } }"
 # How long a revocation may take to reach this server (HTTP's bound is the key cache's
 # second; the rest is slack for a loaded machine).
 REACH = 15.0
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def replicas(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[LiveServer, Callable[[str], None]]]:
+@pytest.fixture
+def replicas(server: LiveServer, sibling: LiveServer) -> tuple[LiveServer, Callable[[str], None]]:
     """A server, and how another process revokes a key on its database."""
-    backend = str(request.param)
-    tmp: Path = tmp_path_factory.mktemp(f"revoke-{backend}")
-    with database_url(backend, tmp) as url, live_server(url, tmp) as server:
-        other = server.sibling().start() if backend == "postgresql" else None
-        try:
+    other = sibling if server.db_url.startswith("postgresql") else None
 
-            def revoke(name: str) -> None:
-                if other is None:
-                    cli(server, "keys", "revoke", name)
-                else:
-                    out = other.gql(
-                        "mutation($n: String!) { revokeApiKey(name: $n) }",
-                        {"n": name},
-                        ADMIN_SECRET,
-                    )
-                    assert out == {"revokeApiKey": True}
+    def revoke(name: str) -> None:
+        if other is None:
+            cli(server, "keys", "revoke", name)
+        else:
+            out = other.gql(
+                "mutation($n: String!) { revokeApiKey(name: $n) }", {"n": name}, ADMIN_SECRET
+            )
+            assert out == {"revokeApiKey": True}
 
-            yield server, revoke
-        finally:
-            if other is not None:
-                other.stop()
+    return server, revoke
 
 
 def _refused(messages: list[dict[str, Any]]) -> bool:
@@ -71,18 +59,19 @@ async def _until_refused(socket: Socket, query: str) -> float:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_every_operation_is_refused_once_another_process_revokes_the_key(
-    replicas: tuple[LiveServer, Callable[[str], None]], protocol: str
+    replicas: tuple[LiveServer, Callable[[str], None]], protocol: str, job_type: str
 ) -> None:
     server, revoke = replicas
     name = server.unique_name("revoked")
-    key = server.create_key("PRODUCER", ["email"], name=name)
+    key = server.create_key("PRODUCER", [job_type], name=name)
+    mutation = MUTATION % job_type
     async with acknowledged(server, protocol, key) as socket:
         ran = await socket.operation(QUERY)
         assert errors_of(ran) == [], ran
         revoke(name)
-        await _until_refused(socket, MUTATION)
+        await _until_refused(socket, mutation)
         # and from then on, every kind of operation
-        for query in (QUERY, MUTATION, SUBSCRIPTION):
+        for query in (QUERY, mutation, SUBSCRIPTION):
             refused = await socket.operation(query)
             assert _refused(refused), (query, refused)
             assert "revoked" in errors_of(refused)[0]["message"]
@@ -91,11 +80,11 @@ async def test_every_operation_is_refused_once_another_process_revokes_the_key(
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_an_open_subscription_ends_once_another_process_revokes_the_key(
-    replicas: tuple[LiveServer, Callable[[str], None]], protocol: str
+    replicas: tuple[LiveServer, Callable[[str], None]], protocol: str, job_type: str
 ) -> None:
     server, revoke = replicas
     name = server.unique_name("watcher")
-    key = server.create_key("PRODUCER", ["email"], name=name)
+    key = server.create_key("PRODUCER", [job_type], name=name)
     async with acknowledged(server, protocol, key) as socket:
         await socket.send(socket.start_message("watch", {"query": SUBSCRIPTION}))
         await asyncio.sleep(0.2)  # the subscription is following the feed
