@@ -88,6 +88,16 @@ def test_filters_read_an_index(seeded: Database, match: JobFilter, index: set[st
     assert any(name in plan for name in index), plan
 
 
+def test_containment_reads_the_gin_index_on_postgresql(seeded: Database) -> None:
+    """jsonb `@>` on the payload column is served by ix_jobs_payload; SQLite has no JSON
+    index and compares the payloads the other conditions leave."""
+    plan = _plan(seeded, JobFilter(payload_contains='{"n": 12}'))
+    if seeded.reader.dialect.name == "postgresql":
+        assert "ix_jobs_payload" in plan, plan
+    else:
+        assert "queuelog_json_contains" not in plan and "SCAN jobs" in plan, plan
+
+
 def test_containment_agrees_on_both_backends(seeded: Database) -> None:
     found = seeded.read_sync(
         jobs_sql.page,

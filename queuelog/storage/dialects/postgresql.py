@@ -28,7 +28,7 @@ from queuelog.storage.dialects import (
     CompareAndSet,
     Dialect,
 )
-from queuelog.storage.tables import jobs
+from queuelog.storage.tables import JsonText, jobs
 
 
 def _pg(text: str) -> str:
@@ -132,8 +132,9 @@ class PostgresDialect(Dialect):
         return sa.cast(sa.func.floor(micros.self_group().op("/")(width_us)), sa.BigInteger)
 
     def payload_contains(self, column: Any, wanted: str) -> sa.ColumnElement[bool]:
-        jsonb = postgresql.JSONB
-        return sa.cast(column, jsonb).bool_op("@>")(sa.cast(sa.literal(wanted, sa.Text), jsonb))
+        # The column is jsonb: `@>` on it reads its GIN index (ix_jobs_payload).
+        found: sa.ColumnElement[bool] = column.bool_op("@>")(sa.literal(wanted, column.type))
+        return found
 
     def claim_params(
         self,
@@ -159,11 +160,17 @@ class PostgresDialect(Dialect):
         text = self._sql_cache.get(key)
         if text is None:
             # PostgreSQL hands out the ids in the order of the SELECT's ORDER BY.
+            # A JSON column's value comes as a string in the rows' JSON: read as text,
+            # then cast (read as jsonb, it would stay a JSON string).
             pg = postgresql.dialect()  # type: ignore[no-untyped-call]
-            types = ", ".join(f"{n} {jobs.c[n].type.compile(dialect=pg)}" for n in names)
+            json = {n for n in names if isinstance(jobs.c[n].type, JsonText)}
+            types = ", ".join(
+                f"{n} {'text' if n in json else jobs.c[n].type.compile(dialect=pg)}" for n in names
+            )
             columns = ", ".join(names)
+            values = ", ".join(f"{n}::jsonb" if n in json else n for n in names)
             text = self._sql_cache[key] = (
-                f"INSERT INTO jobs ({columns}) SELECT {columns}"
+                f"INSERT INTO jobs ({columns}) SELECT {values}"
                 f" FROM ROWS FROM (json_to_recordset(%s::json) AS ({types}))"
                 f" WITH ORDINALITY AS v({columns}, n) ORDER BY n RETURNING {returning}"
             )
