@@ -184,7 +184,9 @@ def page(
     if before_id is not None:
         cond.append(J.id < before_id)
     rows = list(
-        tx.conn.execute(sa.select(*ALL).where(*cond).order_by(J.id.desc()).limit(first + 1)).all()
+        tx.conn.execute(
+            sa.select(*ALL).where(*cond).order_by(match.id_order().desc()).limit(first + 1)
+        ).all()
     )
     return rows[:first], len(rows) > first, total
 
@@ -195,7 +197,7 @@ def ids_matching(
     """Up to `limit` ids of jobs in `scope` that `match` and are in one of `statuses`,
     oldest first."""
     cond = [*scope.where(jobs), *match.where(tx.dialect), J.status.in_(statuses)]
-    stmt = sa.select(J.id).where(*cond).order_by(J.id).limit(limit)
+    stmt = sa.select(J.id).where(*cond).order_by(match.id_order()).limit(limit)
     return list(tx.conn.execute(stmt).scalars())
 
 

@@ -5,6 +5,7 @@ jsonb `@>` on both."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -16,6 +17,7 @@ from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
 from queuelog.storage.filters import JobFilter, json_contains
 from queuelog.storage.scope import EVERYTHING
+from queuelog.storage.tables import jobs
 from tests.storage.rows import at, insert, job
 
 
@@ -86,6 +88,28 @@ def seeded(services: Services) -> Database:
 def test_filters_read_an_index(seeded: Database, match: JobFilter, index: set[str]) -> None:
     plan = _plan(seeded, match)
     assert any(name in plan for name in index), plan
+
+
+def test_a_past_creation_window_is_read_through_its_index_and_sorted(seeded: Database) -> None:
+    """A window that ended longer ago than it lasted: its rows, from ix_jobs_created, sorted
+    by id; not the primary key walked back from the newest job to the window."""
+    plan = _plan(seeded, JobFilter(created_after=at(5), created_before=at(9)))
+    assert "ix_jobs_created" in plan, plan
+    if seeded.reader.dialect.name == "postgresql":
+        assert "Sort" in plan and "jobs_pkey" not in plan, plan
+    else:
+        assert "USE TEMP B-TREE FOR ORDER BY" in plan, plan
+
+
+def test_a_recent_creation_window_keeps_the_id_order() -> None:
+    now = datetime.now(UTC)
+    recent = JobFilter(created_after=now - timedelta(hours=2), created_before=now)
+    assert recent.id_order().compare(jobs.c.id)
+    since = JobFilter(created_after=now - timedelta(hours=1))
+    assert since.id_order().compare(jobs.c.id)
+    hour = timedelta(hours=1)
+    past = JobFilter(created_after=now - 3 * hour, created_before=now - 2 * hour)
+    assert not past.id_order().compare(jobs.c.id)
 
 
 def test_containment_reads_the_gin_index_on_postgresql(seeded: Database) -> None:
