@@ -181,12 +181,12 @@ def page(
     elif count:
         stmt = sa.select(sa.func.count()).select_from(jobs).where(*cond)
         total = tx.conn.execute(stmt).scalar_one()
+    order = match.id_order()
     if before_id is not None:
         cond.append(J.id < before_id)
+        order = J.id  # a later page's walk back starts at its cursor, inside the window
     rows = list(
-        tx.conn.execute(
-            sa.select(*ALL).where(*cond).order_by(match.id_order().desc()).limit(first + 1)
-        ).all()
+        tx.conn.execute(sa.select(*ALL).where(*cond).order_by(order.desc()).limit(first + 1)).all()
     )
     return rows[:first], len(rows) > first, total
 

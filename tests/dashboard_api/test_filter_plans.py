@@ -162,3 +162,40 @@ def test_json_contains_reads_as_jsonb(services: Services) -> None:
                 stmt = "SELECT CAST(%(v)s AS jsonb) @> CAST(%(w)s AS jsonb)"
                 params = {"v": orjson.dumps(value).decode(), "w": orjson.dumps(wanted).decode()}
                 assert conn.exec_driver_sql(stmt, params).scalar_one() is expected, (value, wanted)
+
+
+def test_a_past_creation_window_pages_newest_first(seeded: Database) -> None:
+    """Sorted on the first page, walked back from the cursor on the next: the same order."""
+    window = JobFilter(created_after=at(5), created_before=at(30))
+    expected = [r.id for r in _all(seeded) if at(5) < r.created_at < at(30)]
+    seen: list[int] = []
+    before = None
+    while True:
+        rows, more, _ = seeded.read_sync(
+            jobs_sql.page,
+            scope=EVERYTHING,
+            status=None,
+            job_type=None,
+            first=10,
+            before_id=before,
+            count=False,
+            match=window,
+        )
+        seen += [r.id for r in rows]
+        if not more:
+            break
+        before = rows[-1].id
+    assert seen == expected and len(seen) == 24
+
+
+def _all(db: Database) -> list[Any]:
+    rows, _, _ = db.read_sync(
+        jobs_sql.page,
+        scope=EVERYTHING,
+        status=None,
+        job_type=None,
+        first=100,
+        before_id=None,
+        count=False,
+    )
+    return rows
