@@ -83,6 +83,10 @@ class PostgresDialect(Dialect):
     CLAIM_TYPES = _pg(
         f"{_SET_CLAIMED} {_LEASE_BY_TYPE} WHERE id = ANY (ARRAY({_PICK_TYPES})) {RETURNING}"
     )
+    CLAIM_IDS = _pg(
+        f"{_SET_CLAIMED} lease_expires_at = ? WHERE id = ANY (?::bigint[])"
+        f" AND status = '{PENDING}' {RETURNING}"
+    )
     GET_JOB = _pg(Dialect.GET_JOB)
     # Locked, so that one replica rescues each job once.
     EXPIRED_LEASES = _pg(

@@ -74,6 +74,10 @@ class SQLiteDialect(Dialect):
         f" CROSS JOIN jobs AS pick WHERE pick.id IN ({_DUE.format(asked='asked.name')})"
         f" ORDER BY pick.priority DESC, pick.run_at, pick.id LIMIT ?) {RETURNING}"
     )
+    CLAIM_IDS = (
+        f"{_SET_CLAIMED} lease_expires_at = ? WHERE id IN (SELECT value FROM json_each(?))"
+        f" AND status = '{PENDING}' {RETURNING}"
+    )
     EXPIRED_LEASES = (
         f"SELECT {', '.join(JobRow._fields)} FROM jobs INDEXED BY ix_jobs_lease"
         f" WHERE status = '{RUNNING}' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?"
@@ -149,6 +153,11 @@ class SQLiteDialect(Dialect):
         by_type = json.dumps({t: self.bind_text(leases[t]) for t in types})
         params = [worker, now, now, by_type, json.dumps(list(types)), now, limit, limit]
         return self.CLAIM_TYPES, params, None
+
+    def claim_ids_params(
+        self, worker: str, now: datetime, lease: datetime, ids: Sequence[int]
+    ) -> list[Any]:
+        return [worker, now, now, lease, json.dumps(list(ids))]
 
     @staticmethod
     def bind_text(value: datetime) -> str:
