@@ -70,18 +70,18 @@ def claim(
     limit: int,
     lease_until: Mapping[str, datetime],
 ) -> list[JobRow]:
-    """Claim up to `limit` jobs of `types`: paused types are skipped; unlimited ones go by
-    the one-statement claim; then, while fewer than `limit` were claimed, each limited type
-    (in name order: their rows are locked in one order) by its limited claim. A claim of
-    several types may so take a job of a limited type before a more urgent one of another."""
+    """Claim up to `limit` jobs of `types`. The one-statement claim takes jobs of the types
+    neither paused nor limited (it reads their job_types rows itself); only when it comes
+    back short are the types' rows read, and each limited type, in name order (their rows
+    are locked in one order), claimed by its limited claim. A claim of several types may so
+    take a job of a limited type after a less urgent one of another."""
+    rows = jobs_sql.claim(
+        tx, worker=worker, now=now, types=types, limit=limit, lease_until=lease_until
+    )
+    if len(rows) >= limit:
+        return rows
     found = types_sql.states(tx, types)
-    free = [t for t in types if t not in found or not (found[t].paused or found[t].limited)]
     limited = sorted(t for t, s in found.items() if s.limited and not s.paused)
-    rows: list[JobRow] = []
-    if free:
-        rows = jobs_sql.claim(
-            tx, worker=worker, now=now, types=free, limit=limit, lease_until=lease_until
-        )
     for name in limited:
         if len(rows) >= limit:
             break
@@ -93,7 +93,7 @@ def claim(
             limit=limit - len(rows),
             lease_until=lease_until[name],
         )
-    if limited and free:
+    if limited:
         rows.sort(key=lambda r: (-r.priority, r.run_at, r.id))
     return rows
 

@@ -58,6 +58,17 @@ KEYS_CHANNEL = "queuelog_keys"  # PostgreSQL: a key was revoked; replicas drop c
 TYPES_CHANNEL = "queuelog_types"  # PostgreSQL: a job type's pause or limits changed
 
 
+def free_type(name: str) -> str:
+    """SQL true when the job type `name` (an expression) is neither paused nor limited: the
+    one-statement claim takes only those (`storage.job_types` claims the limited ones). A
+    probe of job_types' primary key, once per type asked for."""
+    return (
+        f"NOT EXISTS (SELECT 1 FROM job_types WHERE job_types.name = {name} AND (paused"
+        " OR max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
+        " OR max_starts_per_second IS NOT NULL))"
+    )
+
+
 class CompareAndSet(NamedTuple):
     """A transition's statements: the update and, when it may start from several statuses,
     the read that locks the job and tells which one it is in."""
