@@ -208,10 +208,11 @@ def claim_limited(
         return []
     rows = _claim_ids(tx, worker, now, ids, lease_until)
     if state.max_starts_per_second is not None:
+        # `now` was read before the lock was: a claim that waited for it must not move the
+        # bucket's time back, or the next claim refills the same interval twice.
+        at = max(now, state.tokens_at) if state.tokens_at is not None else now
         tx.conn.execute(
-            job_types.update()
-            .where(T.name == name)
-            .values(tokens=tokens - len(rows), tokens_at=now)
+            job_types.update().where(T.name == name).values(tokens=tokens - len(rows), tokens_at=at)
         )
     return rows
 
