@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 _ADMIN = Actor("admin", Role.ADMIN, max_priority=Priority.CRITICAL)
 _PRIORITIES = tuple(int(p) for p in Priority)
+TOKEN_WAIT_MIN = 0.01  # a waiting claim of a fast-rate type tries again at most this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ def next_token_in(states: Mapping[str, TypeState], now: datetime) -> float | Non
         for s in states.values()
         if not s.paused and (w := s.next_token_in(now)) is not None and w > 0
     ]
-    return min(waits) if waits else None
+    return max(TOKEN_WAIT_MIN, min(waits)) if waits else None
 
 
 def _seed_row(cfg: JobTypeConfig, now: datetime) -> dict[str, Any]:

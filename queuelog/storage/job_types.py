@@ -31,6 +31,13 @@ _IS_PENDING = sa.text(f"jobs.status = '{PENDING}'")
 _IS_RUNNING = sa.text(f"jobs.status = '{RUNNING}'")
 CHUNK_MIN = 32  # candidates a limited claim reads at a time, at the least
 PROBES_MAX = 50  # types whose oldest pending job one statement looks up
+# Marks, in `Tx.done`, a type whose row the transaction has locked (`claim_limited`).
+_HELD = "job_types:"
+
+
+def _held(tx: Tx) -> list[str]:
+    """The types whose rows this transaction holds locked."""
+    return [d[len(_HELD) :] for d in tx.done if d.startswith(_HELD)]
 
 
 def stats_by_type(tx: Tx, scope: Scope, names: Sequence[str]) -> dict[str, dict[str, int]]:
@@ -139,6 +146,7 @@ def upsert(tx: Tx, name: str, values: Mapping[str, Any]) -> TypeState:
     }
     stmt = insert.values(row).on_conflict_do_update(index_elements=[T.name], set_=dict(values))
     tx.conn.execute(stmt)
+    tx.done.add(_HELD + name)  # the row is locked until commit: see `claim_limited`
     tx.dialect.notify(tx.conn, TYPES_CHANNEL)  # waiting claims on other replicas try again
     found = states(tx, [name])
     return found[name]
@@ -187,10 +195,18 @@ def claim_limited(
     holds the database's write lock), held until its transaction commits. The statements
     after the lock each take a new snapshot (READ COMMITTED), so they see every job the
     previous holder claimed; the counts of running jobs they read cannot change until this
-    transaction ends. The token bucket is in the same locked row."""
-    locked = tx.conn.execute(sa.select(job_types).where(T.name == name).with_for_update()).first()
+    transaction ends. The token bucket is in the same locked row.
+
+    Why no deadlock: a transaction (a group commit runs several claims in one) waits for a
+    type's row only if every type row it holds sorts before that one; else it takes the
+    row only if it is free (SKIP LOCKED) and, if not, claims nothing of the type this time.
+    Waits then only ever go from lower names to higher ones, so they cannot form a cycle."""
+    may_wait = all(held < name for held in _held(tx))
+    lock = sa.select(job_types).where(T.name == name).with_for_update(skip_locked=not may_wait)
+    locked = tx.conn.execute(lock).first()
     if locked is None:
-        return []
+        return []  # no row, or another transaction holds it and we may not wait
+    tx.done.add(_HELD + name)
     state = _state(locked)
     if state.paused or not state.limited:
         return []
