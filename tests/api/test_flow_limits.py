@@ -158,5 +158,10 @@ def test_two_replicas_share_one_limit_and_one_pause(tmp_path: Path, db_url: str)
         a.gql(PAUSE, {"t": "email"}, a.admin_key)
         set_limits(a, "email")  # no limits, but still paused
         assert b.gql(CLAIM, {"t": ["email"]}, worker)["claimJob"]["job"] is None
-        b.gql(RESUME, {"t": "email"}, b.admin_key)
-        assert a.gql(CLAIM, {"t": ["email"]}, worker)["claimJob"]["job"] is not None
+        with ThreadPoolExecutor(1) as pool:  # b's waiting claim hears a's resume (NOTIFY)
+            start = time.monotonic()
+            waiting = pool.submit(b.gql, CLAIM, {"t": ["email"], "w": 20}, worker)
+            time.sleep(0.5)
+            a.gql(RESUME, {"t": "email"}, a.admin_key)
+            assert waiting.result(timeout=30)["claimJob"]["job"] is not None
+            assert time.monotonic() - start < 15
