@@ -73,16 +73,18 @@ def claim(
 ) -> list[JobRow]:
     """Claim up to `limit` jobs of `types`. The one-statement claim takes jobs of the types
     neither paused nor limited (it reads their job_types rows itself); only when it comes
-    back short are the types' rows read, and each limited type, in name order (their rows
-    are locked in one order), claimed by its limited claim. A claim of several types may so
+    back short is each limited type, in name order (their rows are locked in one order),
+    claimed by its limited claim. A claim of several types may so
     take a job of a limited type after a less urgent one of another."""
     rows = jobs_sql.claim(
         tx, worker=worker, now=now, types=types, limit=limit, lease_until=lease_until
     )
     if len(rows) >= limit:
         return rows
-    found = types_sql.states(tx, types)
-    limited = sorted(t for t, s in found.items() if s.limited and not s.paused)
+    limited = list(types)  # one type: its limited claim finds out for itself
+    if len(types) > 1:  # several: lock only the rows of those that are limited
+        found = types_sql.states(tx, types)
+        limited = sorted(t for t, s in found.items() if s.limited and not s.paused)
     for name in limited:
         if len(rows) >= limit:
             break

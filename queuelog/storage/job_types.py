@@ -31,6 +31,15 @@ _IS_PENDING = sa.text(f"jobs.status = '{PENDING}'")
 _IS_RUNNING = sa.text(f"jobs.status = '{RUNNING}'")
 CHUNK_MIN = 32  # candidates a limited claim reads at a time, at the least
 PROBES_MAX = 50  # types whose oldest pending job one statement looks up
+# A row whose type the limited claim serves (only such a row is locked).
+_LIMITED_NOT_PAUSED = sa.and_(
+    sa.not_(T.paused),
+    sa.or_(
+        T.max_running.is_not(None),
+        T.max_running_per_key.is_not(None),
+        T.max_starts_per_second.is_not(None),
+    ),
+)
 # Marks, in `Tx.done`, a type whose row the transaction has locked (`claim_limited`).
 _HELD = "job_types:"
 
@@ -202,14 +211,16 @@ def claim_limited(
     row only if it is free (SKIP LOCKED) and, if not, claims nothing of the type this time.
     Waits then only ever go from lower names to higher ones, so they cannot form a cycle."""
     may_wait = all(held < name for held in _held(tx))
-    lock = sa.select(job_types).where(T.name == name).with_for_update(skip_locked=not may_wait)
+    lock = (
+        sa.select(job_types)
+        .where(T.name == name, _LIMITED_NOT_PAUSED)
+        .with_for_update(skip_locked=not may_wait)
+    )
     locked = tx.conn.execute(lock).first()
     if locked is None:
-        return []  # no row, or another transaction holds it and we may not wait
+        return []  # not limited, paused, or held by another transaction we may not wait for
     tx.done.add(_HELD + name)
     state = _state(locked)
-    if state.paused or not state.limited:
-        return []
     per_key = _running_by_key(tx, name)
     budget = limit
     if state.max_running is not None:
