@@ -33,7 +33,7 @@ def test_payloads_stored_before_0011_read_back_the_same(backend: str, tmp_path: 
     with database_url(backend, tmp_path) as url:
         db = Database(url)
         try:
-            migrate(db, "0009")
+            migrate(db, "0010")
             now = "2026-12-01 10:00:00" if backend == "sqlite" else "2026-12-01T10:00:00Z"
             with db.writer.begin() as conn:
                 for text in STORED:

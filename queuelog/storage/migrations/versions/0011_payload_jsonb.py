@@ -6,7 +6,7 @@ GIN index, which `payload @> …` reads instead of the whole table. SQLite keeps
 its containment is a function comparing the payloads the other conditions leave.
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0010
 Create Date: 2026-12-01
 """
 
@@ -25,7 +25,7 @@ TO_JSONB = (
 )
 
 revision = "0011"
-down_revision = "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
