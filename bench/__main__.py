@@ -23,6 +23,7 @@ from bench import (
     attack_queries,
     attack_sockets,
     bench_backlog,
+    bench_dashboard,
     bench_http,
     bench_peers,
     bench_service,
@@ -107,7 +108,18 @@ async def run_backend(backend: str, workdir: Path, profile: Profile) -> dict[str
     out["attacks"] = await _attacks(backend, workdir, profile)
     _log(f"{backend}: 8. workers end to end")
     out["workers"] = await bench_workers.run(backend, workdir, profile.smoke)
+    out["dashboard"] = await _dashboard(backend, workdir, profile)
     return out
+
+
+async def _dashboard(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
+    size, repeats = (2_000, 1) if profile.smoke else (1_000_000, 5)
+    _log(f"{backend}: 9. dashboard queries at {size:,} jobs")
+    return await bench_dashboard.run(backend, workdir, size, repeats)
+
+
+# What `--section` runs alone, by name: each backend's part only, no peers, no report.
+SECTIONS = {"dashboard": _dashboard}
 
 
 async def _attacks(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
@@ -119,7 +131,9 @@ async def _attacks(backend: str, workdir: Path, profile: Profile) -> dict[str, A
     return {"queries": queries, "sockets": sockets}
 
 
-async def run_all(backends: list[str], workdir: Path, profile: Profile) -> dict[str, Any]:
+async def run_all(
+    backends: list[str], workdir: Path, profile: Profile, section: str | None = None
+) -> dict[str, Any]:
     results: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%d %H:%M %Z"),
         "repeats": profile.repeats,
@@ -128,7 +142,14 @@ async def run_all(backends: list[str], workdir: Path, profile: Profile) -> dict[
     }
     t0 = time.perf_counter()
     for backend in backends:
-        results["backends"][backend] = await run_backend(backend, workdir, profile)
+        run = (backend, workdir, profile)
+        if section is not None:
+            results["backends"][backend] = {section: await SECTIONS[section](*run)}
+        else:
+            results["backends"][backend] = await run_backend(backend, workdir, profile)
+    if section is not None:
+        results["elapsed_s"] = time.perf_counter() - t0
+        return results
     _log("6. peers: huey (SQLite), PgQueuer (PostgreSQL)")
     if "sqlite" in backends:
         with database_url("sqlite", workdir) as url:
@@ -150,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--report-only", action="store_true", help="rewrite the report from OUT/benchmarks.json"
     )
+    p.add_argument(
+        "--section", choices=sorted(SECTIONS), help="run only this; write OUT/bench-SECTION.json"
+    )
     args = p.parse_args(argv)
     if args.report_only:
         write_report(json.loads((args.out / "benchmarks.json").read_text()), args.out)
@@ -162,7 +186,11 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="queuelog-bench-") as tmp,
         asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
     ):
-        results = runner.run(run_all(backends, Path(tmp), profile))
+        results = runner.run(run_all(backends, Path(tmp), profile, args.section))
+    if args.section is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"bench-{args.section}.json").write_text(json.dumps(results, indent=1))
+        return 0
     command = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
     results["command"] = command.strip()
     results["machine"] = report.machine()

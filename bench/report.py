@@ -10,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench.report_dashboard import dashboard_section, dashboard_targets
 from bench.report_peers import num, peer_targets, peers_section, verdict
 
 HTTP_ROWS = (
@@ -86,7 +87,7 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
         "| target | " + " | ".join(names) + " |",
         "|---|" + "---|" * len(names),
     ]
-    for label, check in _targets():
+    for label, check in [*_targets(), *dashboard_targets()]:
         row = []
         for name in names:
             try:
@@ -184,6 +185,9 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
     workers = {name: be[name]["workers"] for name in names if "workers" in be[name]}
     if workers:
         out += ["## 8. Workers end to end", "", *_workers(workers), ""]
+    dash = {name: be[name]["dashboard"] for name in names if "dashboard" in be[name]}
+    if dash:
+        out += ["## 9. Dashboard queries at a million jobs", "", *dashboard_section(dash), ""]
     out += ["## Memory", ""]
     for name in names:
         m = be[name].get("memory")

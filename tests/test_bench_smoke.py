@@ -36,6 +36,10 @@ def test_bench_smoke_runs_every_benchmark_on_both_backends(tmp_path: Path) -> No
         assert min(workers["throughput"].values()) > 0
         assert workers["latency"]["samples"] > 0
         assert workers["idle"]["waiting_at_end"] == workers["idle"]["claims"]
+        dash = got["dashboard"]
+        assert dash["admin"]["none"]["first"]["answer"] == 50
+        assert dash["admin"]["none"]["count"]["answer"] == dash["jobs"]
+        assert dash["stats"]["throughput, all types (admin)"]["answer"] == 1440
     assert set(results["backends"]["sqlite"]["workers"]["ratio"]) == {"1", "4", "16"}
     assert results["peers"]["embedded"]["huey_per_job"] > 0
     assert results["peers"]["server"]["pgqueuer_cycle"] > 0

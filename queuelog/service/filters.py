@@ -71,13 +71,9 @@ def job_filter(given: FilterInput, field: Sequence[str] = ("filter",)) -> JobFil
     _bounded(given.types, "types", at)
     contains = None
     if given.payload_contains is not None:
-        if not isinstance(given.payload_contains, dict):
-            raise errors.ValidationFailed(
-                "payloadContains must be a JSON object", [*at, "payloadContains"]
-            )
         where = [*at, "payloadContains"]
         try:
-            contains = validation.serialize(
+            contains = validation.json_object(
                 given.payload_contains, CONTAINS_MAX_BYTES, where, "payloadContains"
             )
         except errors.DomainError as exc:  # too large is a bad filter, not a refused job

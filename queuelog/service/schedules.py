@@ -96,11 +96,8 @@ class ScheduleService:
             )
         admin = Actor("admin", Role.ADMIN, max_priority=Priority.CRITICAL)
         validation.job_type(admin, req.type, self.jobs.types, [*prefix, "type"])
-        payload = {} if req.payload is None else req.payload
-        if not isinstance(payload, dict):
-            raise errors.ValidationFailed("payload must be a JSON object", [*prefix, "payload"])
         limit = self.jobs.settings.payload_max_bytes
-        text = validation.serialize(payload, limit, [*prefix, "payload"], "payload")
+        text = validation.json_object(req.payload, limit, [*prefix, "payload"], "payload")
         when = timing(req.cron, req.timezone, prefix)
         now = self.jobs.clock()
         return {

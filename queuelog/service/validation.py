@@ -50,6 +50,29 @@ def serialize(value: Any, limit: int, field: Sequence[str], what: str) -> str:
     return data.decode()
 
 
+def json_object(value: Any, limit: int, field: Sequence[str], what: str) -> str:
+    """JSON text of a payload (or a payload filter): an object (None reads as an empty one),
+    within `limit` bytes, with no NUL character in any key or string, which PostgreSQL's
+    jsonb cannot hold (refused on SQLite too, so both keep the same payloads)."""
+    value = {} if value is None else value
+    if not isinstance(value, dict):
+        raise errors.ValidationFailed(f"{what} must be a JSON object", field)
+    text = serialize(value, limit, field, what)
+    if "\\u0000" in text and _holds_nul(value):  # the escape is rare: only then look closer
+        raise errors.ValidationFailed(f"{what} must not contain NUL (\\u0000) characters", field)
+    return text
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
+
+
 def check_json(value: Any, field: Sequence[str], what: str) -> None:
     """Refuse a payload or result that would not come back as it was sent: nested deeper
     than JSON_MAX_DEPTH, or holding a number that JSON text cannot carry exactly (an
@@ -167,10 +190,7 @@ def enqueue(
     idempotency key, none of its columns), or the DomainError that refuses it."""
     if req.type not in configured or not actor.may_use_type(req.type):
         job_type(actor, req.type, configured, [*prefix, "type"])  # raises the precise error
-    payload = {} if req.payload is None else req.payload
-    if not isinstance(payload, dict):
-        raise errors.ValidationFailed("payload must be a JSON object", [*prefix, "payload"])
-    text = serialize(payload, payload_limit, [*prefix, "payload"], "payload")
+    text = json_object(req.payload, payload_limit, [*prefix, "payload"], "payload")
     admin = actor.role is Role.ADMIN
     if not admin and req.priority > actor.max_priority:
         raise errors.PriorityNotAllowed(

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import sqlalchemy as sa
+from psycopg.types.string import TextLoader
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
@@ -86,6 +87,12 @@ def sqlite_engine(
     return engine
 
 
+def _jsonb_as_text(dbapi_conn: Any, _record: Any) -> None:
+    """Read jsonb (payloads) as its text, as SQLite's payloads are read: the service parses
+    it once, and a job passed on unread is never parsed."""
+    dbapi_conn.adapters.register_loader("jsonb", TextLoader)
+
+
 class PostgresEngine:
     """A PostgreSQL engine whose pool checks a connection before use only if it sat idle
     for PING_IDLE_SECONDS, or was pooled when a connection was found dead (`lost`).
@@ -110,6 +117,7 @@ class PostgresEngine:
         )
         self._lock = threading.Lock()  # `lost_at` is set by writers, read by every thread
         self.lost_at = 0.0
+        event.listen(self.engine, "connect", _jsonb_as_text)
         event.listen(self.engine, "checkin", self._on_checkin)
         event.listen(self.engine, "checkout", self._on_checkout)
 

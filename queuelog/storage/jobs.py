@@ -181,10 +181,12 @@ def page(
     elif count:
         stmt = sa.select(sa.func.count()).select_from(jobs).where(*cond)
         total = tx.conn.execute(stmt).scalar_one()
+    order = match.id_order()
     if before_id is not None:
         cond.append(J.id < before_id)
+        order = J.id  # a later page's walk back starts at its cursor, inside the window
     rows = list(
-        tx.conn.execute(sa.select(*ALL).where(*cond).order_by(J.id.desc()).limit(first + 1)).all()
+        tx.conn.execute(sa.select(*ALL).where(*cond).order_by(order.desc()).limit(first + 1)).all()
     )
     return rows[:first], len(rows) > first, total
 
@@ -195,7 +197,7 @@ def ids_matching(
     """Up to `limit` ids of jobs in `scope` that `match` and are in one of `statuses`,
     oldest first."""
     cond = [*scope.where(jobs), *match.where(tx.dialect), J.status.in_(statuses)]
-    stmt = sa.select(J.id).where(*cond).order_by(J.id).limit(limit)
+    stmt = sa.select(J.id).where(*cond).order_by(match.id_order()).limit(limit)
     return list(tx.conn.execute(stmt).scalars())
 
 

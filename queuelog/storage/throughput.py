@@ -1,5 +1,6 @@
 """How many jobs were enqueued, started, completed, failed and retried in each time bucket:
-one grouped read of `job_events` (its `occurred_at` index bounds it to the range)."""
+one grouped read of `job_events` (its `occurred_at` index bounds it to the range), which
+costs a few microseconds an event in the range."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def epoch_micros(when: datetime) -> int:
 
 
 def _counted(cond: sa.ColumnElement[bool]) -> sa.ColumnElement[Any]:
-    return sa.func.sum(sa.case((cond, 1), else_=0))
+    return sa.func.count().filter(cond)
 
 
 # Each kind of bucket count, from an event's previous and new status: a job's creation has
@@ -55,10 +56,6 @@ def buckets(
     if job_type is not None:
         cond.append(E.job_type == job_type)
     bucket = index.label("bucket")
-    stmt = (
-        sa.select(bucket, *(_counted(c) for c in _KIND_OF))
-        .where(*cond)
-        .group_by(bucket)
-        .order_by(bucket)
-    )
+    stmt = sa.select(bucket, *(_counted(c) for c in _KIND_OF)).where(*cond).group_by(bucket)
+    tx.dialect.group_by_hash(tx.conn)
     return {int(r[0]): tuple(int(n or 0) for n in r[1:]) for r in tx.conn.execute(stmt).all()}

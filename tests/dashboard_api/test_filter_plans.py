@@ -5,6 +5,7 @@ jsonb `@>` on both."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -16,6 +17,7 @@ from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
 from queuelog.storage.filters import JobFilter, json_contains
 from queuelog.storage.scope import EVERYTHING
+from queuelog.storage.tables import jobs
 from tests.storage.rows import at, insert, job
 
 
@@ -88,6 +90,38 @@ def test_filters_read_an_index(seeded: Database, match: JobFilter, index: set[st
     assert any(name in plan for name in index), plan
 
 
+def test_a_past_creation_window_is_read_through_its_index_and_sorted(seeded: Database) -> None:
+    """A window that ended longer ago than it lasted: its rows, from ix_jobs_created, sorted
+    by id; not the primary key walked back from the newest job to the window."""
+    plan = _plan(seeded, JobFilter(created_after=at(5), created_before=at(9)))
+    assert "ix_jobs_created" in plan, plan
+    if seeded.reader.dialect.name == "postgresql":
+        assert "Sort" in plan and "jobs_pkey" not in plan, plan
+    else:
+        assert "USE TEMP B-TREE FOR ORDER BY" in plan, plan
+
+
+def test_a_recent_creation_window_keeps_the_id_order() -> None:
+    now = datetime.now(UTC)
+    recent = JobFilter(created_after=now - timedelta(hours=2), created_before=now)
+    assert recent.id_order().compare(jobs.c.id)
+    since = JobFilter(created_after=now - timedelta(hours=1))
+    assert since.id_order().compare(jobs.c.id)
+    hour = timedelta(hours=1)
+    past = JobFilter(created_after=now - 3 * hour, created_before=now - 2 * hour)
+    assert not past.id_order().compare(jobs.c.id)
+
+
+def test_containment_reads_the_gin_index_on_postgresql(seeded: Database) -> None:
+    """jsonb `@>` on the payload column is served by ix_jobs_payload; SQLite has no JSON
+    index and compares the payloads the other conditions leave."""
+    plan = _plan(seeded, JobFilter(payload_contains='{"n": 12}'))
+    if seeded.reader.dialect.name == "postgresql":
+        assert "ix_jobs_payload" in plan, plan
+    else:
+        assert "queuelog_json_contains" not in plan and "SCAN jobs" in plan, plan
+
+
 def test_containment_agrees_on_both_backends(seeded: Database) -> None:
     found = seeded.read_sync(
         jobs_sql.page,
@@ -128,3 +162,40 @@ def test_json_contains_reads_as_jsonb(services: Services) -> None:
                 stmt = "SELECT CAST(%(v)s AS jsonb) @> CAST(%(w)s AS jsonb)"
                 params = {"v": orjson.dumps(value).decode(), "w": orjson.dumps(wanted).decode()}
                 assert conn.exec_driver_sql(stmt, params).scalar_one() is expected, (value, wanted)
+
+
+def test_a_past_creation_window_pages_newest_first(seeded: Database) -> None:
+    """Sorted on the first page, walked back from the cursor on the next: the same order."""
+    window = JobFilter(created_after=at(5), created_before=at(30))
+    expected = [r.id for r in _all(seeded) if at(5) < r.created_at < at(30)]
+    seen: list[int] = []
+    before = None
+    while True:
+        rows, more, _ = seeded.read_sync(
+            jobs_sql.page,
+            scope=EVERYTHING,
+            status=None,
+            job_type=None,
+            first=10,
+            before_id=before,
+            count=False,
+            match=window,
+        )
+        seen += [r.id for r in rows]
+        if not more:
+            break
+        before = rows[-1].id
+    assert seen == expected and len(seen) == 24
+
+
+def _all(db: Database) -> list[Any]:
+    rows, _, _ = db.read_sync(
+        jobs_sql.page,
+        scope=EVERYTHING,
+        status=None,
+        job_type=None,
+        first=100,
+        before_id=None,
+        count=False,
+    )
+    return rows

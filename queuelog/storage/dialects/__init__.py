@@ -207,6 +207,10 @@ class Dialect:
     def plan_for_size(self, conn: sa.Connection) -> None:
         """Have this transaction's statements planned for the tables' size now."""
 
+    def group_by_hash(self, conn: sa.Connection) -> None:
+        """Have this transaction's GROUP BY hash its groups: PostgreSQL cannot tell how
+        many groups a computed key makes, reckons one a row, and would sort every row."""
+
     def lock_event_order(self, conn: sa.Connection) -> None:
         """Hold the event-order lock until this transaction ends."""
 

@@ -1,0 +1,47 @@
+"""Which bucket an event falls in, on both backends: an instant on a bucket's edge starts
+that bucket, a microsecond before it ends the one before (storage.throughput.buckets, with
+the dialects' bucket arithmetic)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import sqlalchemy as sa
+
+from queuelog.runtime import Services
+from queuelog.storage import throughput as throughput_sql
+from queuelog.storage.scope import EVERYTHING
+from queuelog.storage.tables import job_events
+from tests.storage.rows import at, insert, job
+
+US = timedelta(microseconds=1)
+
+
+def test_an_instant_on_a_bucket_edge_starts_that_bucket(services: Services) -> None:
+    db = services.db
+    (job_id,) = insert(db, job(created_at=at(0)))
+    since = at(0) + timedelta(microseconds=123_457)
+    times = [since, since + timedelta(seconds=60) - US, since + timedelta(seconds=60)]
+    times += [since + timedelta(hours=23, minutes=59), since + timedelta(days=1) - US]
+    with db.writer.begin() as conn:
+        conn.execute(sa.delete(job_events))
+        for when in times:
+            conn.execute(
+                sa.insert(job_events).values(
+                    job_id=job_id,
+                    job_type="email",
+                    producer="p1",
+                    previous_status=None,
+                    status="pending",
+                    occurred_at=when,
+                )
+            )
+    found = db.read_sync(
+        throughput_sql.buckets,
+        scope=EVERYTHING,
+        since=since,
+        until=since + timedelta(days=1),
+        bucket_seconds=60,
+        job_type=None,
+    )
+    assert {i: n[0] for i, n in found.items()} == {0: 2, 1: 1, 1439: 2}
