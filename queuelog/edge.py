@@ -122,9 +122,13 @@ class EdgeHeaders:
     """Give each request an id (`X-Request-Id`, kept from the client when it is sane) and
     every HTTP response the security headers."""
 
-    def __init__(self, app: ASGIApp, page_csp: str = API_CSP) -> None:
+    def __init__(
+        self, app: ASGIApp, page_csp: str = API_CSP, path_csps: dict[str, str] | None = None
+    ) -> None:
         self.app = app
         self.page_csp = page_csp
+        # HTML pages under these path prefixes get their own CSP instead of page_csp.
+        self.path_csps = [(prefix, csp.encode()) for prefix, csp in (path_csps or {}).items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -134,6 +138,9 @@ class EdgeHeaders:
         request_id = given if _REQUEST_ID.fullmatch(given) else f"{_ids.getrandbits(128):032x}"
         scope.setdefault("state", {})["request_id"] = request_id
         page_csp = self.page_csp.encode()
+        for prefix, csp in self.path_csps:
+            if scope["path"] == prefix or scope["path"].startswith(prefix + "/"):
+                page_csp = csp
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
