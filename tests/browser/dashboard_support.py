@@ -17,7 +17,9 @@ TYPES = ("email", "pdf", "sync", "report", "resize", "export", "digest", "upload
 ENQUEUE = """mutation($input: EnqueueJobInput!) {
   enqueueJob(input: $input) { job { id status } userErrors { code message } }
 }"""
-CLAIM = """mutation($types: [String!]) { claimJob(types: $types) { job { id } userErrors { code } } }"""
+CLAIM = """mutation($types: [String!]) {
+  claimJob(types: $types) { job { id } userErrors { code } }
+}"""
 FAIL = """mutation($id: ID!, $error: String!) {
   failJob(id: $id, error: $error, retryable: false) { job { status } userErrors { code } }
 }"""

@@ -25,7 +25,8 @@ def test_the_page_and_its_routes_are_served_under_a_strict_csp(
         assert page.status_code == 200, path
         assert page.headers["content-type"].startswith("text/html")
         assert '<script type="module" src="/dashboard/assets/app.js">' in page.text
-        csp = dict(d.strip().split(" ", 1) for d in page.headers["content-security-policy"].split(";"))
+        policy = page.headers["content-security-policy"]
+        csp = dict(d.strip().split(" ", 1) for d in policy.split(";"))
         assert csp["script-src"] == "'self'" and csp["style-src"] == "'self'"
         assert csp["connect-src"] == "'self'" and csp["default-src"] == "'none'"
         assert csp["frame-ancestors"] == "'none'"
@@ -35,10 +36,13 @@ def test_the_page_and_its_routes_are_served_under_a_strict_csp(
 
     for name in ASSETS:
         asset = httpx.get(f"{base}/dashboard/assets/{name}")
-        assert asset.status_code == 200 and asset.content == (ASSETS_DIR / "assets" / name).read_bytes()
+        assert asset.status_code == 200
+        assert asset.content == (ASSETS_DIR / "assets" / name).read_bytes()
     assert {"app.js", "api.js", "dashboard.css"} <= set(ASSETS)
-    assert httpx.get(f"{base}/dashboard/assets/app.js").headers["content-type"].startswith(
-        "text/javascript"
+    assert (
+        httpx.get(f"{base}/dashboard/assets/app.js")
+        .headers["content-type"]
+        .startswith("text/javascript")
     )
     assert httpx.get(f"{base}/dashboard/assets/missing.js").status_code == 404
     # The API's own answers keep the API's CSP.

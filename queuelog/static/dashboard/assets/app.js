@@ -129,6 +129,7 @@ function route() {
   const ctx = {...session, navigate, notify, attempt, params};
   const view = h("div", {class: "view"});
   replace(session.main, view);
+  replace(session.messages);  // messages belong to the page they were shown on
   let active = "";
   let match;
   if (path === "") {
