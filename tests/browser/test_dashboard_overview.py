@@ -86,7 +86,7 @@ async def test_the_charts_show_one_type(watched: Watched, server: LiveServer) ->
         enqueue(server, ADMIN_SECRET, type="upload")
     enqueue(server, ADMIN_SECRET, type="sync")
     await sign_in(page, server, ADMIN_SECRET)
-    await page.get_by_label("Job type").select_option("upload")
+    await page.get_by_label("Types shown").select_option("upload")
     for chart in await page.locator(".chart").all():
         await expect(chart.locator(".legend-enqueued strong")).to_have_text("2")
     assert await page.locator(".chart svg polyline").count() == 10

@@ -39,8 +39,9 @@ export function eventCounts(event) {
  * a live event into its bucket, opening new buckets (and dropping the oldest) as time moves.
  */
 export class ThroughputChart {
-  constructor(title, bucketSeconds) {
+  constructor(title, bucketSeconds, since) {
     this.title = title;
+    this.since = since;  // how the first bucket's time reads, e.g. "1 h ago"
     this.bucketSeconds = bucketSeconds;
     this.buckets = [];
     this.el = h("figure", {class: "chart"});
@@ -85,10 +86,10 @@ export class ThroughputChart {
       chart.append(svg("text", {x: left - 4, y: y(v) + 4, class: "axis", "text-anchor": "end"}, String(v)));
     }
     if (buckets.length) {
-      const label = (b) => formatTime(b.start).slice(11, 16);
-      chart.append(svg("text", {x: left, y: height - 6, class: "axis"}, label(buckets[0])));
+      chart.append(svg("text", {x: left, y: height - 6, class: "axis"},
+        `${this.since} (${formatTime(buckets[0].start).slice(11, 16)})`));
       chart.append(svg("text", {x: width - right, y: height - 6, class: "axis", "text-anchor": "end"},
-        label(buckets[buckets.length - 1])));
+        "now"));
     }
     for (const [key] of SERIES) {
       const points = buckets.map((b, i) => `${x(i).toFixed(1)},${y(b[key]).toFixed(1)}`).join(" ");

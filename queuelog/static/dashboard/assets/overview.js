@@ -22,8 +22,8 @@ const PAUSE = (name) => `mutation ${name === "pause" ? "Pause" : "Resume"}($type
   ${name}JobType(type: $type) { jobType { ${TYPE_FIELDS} } userErrors { code message } }
 }`;
 const CHARTS = [
-  ["Last hour, per minute", 3600, 60],
-  ["Last day, per 30 minutes", 86400, 1800],
+  ["Last hour, per minute", 3600, 60, "1 h ago"],
+  ["Last day, per 30 minutes", 86400, 1800, "24 h ago"],
 ];
 
 export function renderOverview(ctx, view) {
@@ -31,7 +31,7 @@ export function renderOverview(ctx, view) {
   const types = new Map();
   let loaded = false;
   let chartType = "";
-  const charts = CHARTS.map(([title, , step]) => new ThroughputChart(title, step));
+  const charts = CHARTS.map(([title, , step, since]) => new ThroughputChart(title, step, since));
   const typeSelect = h("select", {id: "chart-type", onchange: () => {
     chartType = typeSelect.value;
     loadCharts();
@@ -44,7 +44,7 @@ export function renderOverview(ctx, view) {
     h("section", {class: "throughput", "aria-labelledby": "throughput-heading"},
       h("div", {class: "section-head"},
         h("h2", {id: "throughput-heading"}, "Throughput"),
-        field("Job type", typeSelect)),
+        field("Types shown", typeSelect)),
       h("div", {class: "charts"}, charts.map((c) => c.el))));
 
   function card(jt) {
