@@ -25,6 +25,10 @@ from tests.browser.dashboard_support import (
 )
 from tests.support import ADMIN_SECRET, LiveServer
 
+HEARTBEAT = """mutation($id: ID!, $progress: JSON) {
+  heartbeatJob(id: $id, progress: $progress) { userErrors { code } }
+}"""
+COMPLETE = "mutation($id: ID!) { completeJob(id: $id) { userErrors { code } } }"
 HOSTILE = "<img src=x onerror=window.__pwned=1>"
 
 
@@ -76,6 +80,23 @@ async def test_filter_open_a_failed_job_and_retry_it(watched: Watched, server: L
     # Live: a worker claims it while the page is open; the page follows without reloading.
     server.gql(CLAIM, {"types": ["pdf"]}, worker)
     await expect(page.locator(".job-head .badge")).to_have_text("RUNNING")
+    await assert_clean(watched)
+
+
+async def test_a_running_job_shows_its_progress_live(watched: Watched, server: LiveServer) -> None:
+    page = watched.page
+    worker = server.create_key("WORKER", ["upload"])
+    job = enqueue(server, ADMIN_SECRET, type="upload", payload={"file": "a.csv"})
+    assert server.gql(CLAIM, {"types": ["upload"]}, worker)["claimJob"]["job"]["id"] == job
+    await sign_in(page, server, ADMIN_SECRET, f"/dashboard/jobs/{job}")
+    await expect(page.locator(".job-head .badge")).to_have_text("RUNNING")
+    await expect(page.locator(".progress-box")).to_contain_text("No progress reported.")
+    await live(page)
+    server.gql(HEARTBEAT, {"id": job, "progress": {"rows": 500}}, worker)
+    await expect(page.locator(".progress-box pre")).to_contain_text('"rows": 500')
+    server.gql(COMPLETE, {"id": job}, worker)
+    await expect(page.locator(".job-head .badge")).to_have_text("COMPLETED")
+    await expect(page.locator(".progress-box pre")).to_contain_text('"rows": 500')
     await assert_clean(watched)
 
 

@@ -94,7 +94,7 @@ export class Socket {
 
   /**
    * Subscribe: `sub` has query, variables() and next(data); optional error(ApiError),
-   * complete() and resync(). Returns the function that ends it.
+   * complete() (for streams that end) and resync(). Returns the function that ends it.
    */
   subscribe(sub) {
     const id = String(this.nextId++);
@@ -156,9 +156,11 @@ export class Socket {
         }
         break;
       case "complete":
-        if (sub) {
+        // A stream that ends on its own says so with complete(); one that cannot end (a
+        // server shutting down ended it) stays registered for the next connection.
+        if (sub && sub.complete) {
           this.subs.delete(message.id);
-          if (sub.complete) sub.complete();
+          sub.complete();
         }
         break;
       default:

@@ -123,19 +123,31 @@ export function renderJob(ctx, view, id) {
   }
 
   // Live history: each new event is appended, then the job is read again for its new fields.
-  const stopEvents = ctx.socket.subscribe({
-    query: EVENTS,
-    variables: () => ({jobId: id, after: lastCursor()}),
-    next: (data) => {
-      const event = data && data.jobStatusChanged;
-      if (!event || !job || events.some((e) => e.cursor === event.cursor)) return;
-      events.push(event);
-      drawTimeline();
-      load();
-    },
-    error: (e) => ctx.notify(`Live updates of job #${id} stopped: ${e}`),
-    resync: () => load(),
-  });
+  // A cursor past the server's retention ends the stream: read the job again, listen anew.
+  let stopEvents = null;
+  const listen = (after) => {
+    stopEvents = ctx.socket.subscribe({
+      query: EVENTS,
+      variables: () => ({jobId: id, after: after === undefined ? lastCursor() : after}),
+      next: (data) => {
+        const event = data && data.jobStatusChanged;
+        if (!event || !job || events.some((e) => e.cursor === event.cursor)) return;
+        events.push(event);
+        drawTimeline();
+        load();
+      },
+      error: (e) => {
+        if (e.code === "CURSOR_EXPIRED") {
+          listen(null);
+          load();
+        } else {
+          ctx.notify(`Live updates of job #${id} stopped: ${e}`);
+        }
+      },
+      resync: () => load(),
+    });
+  };
+  listen(undefined);
   load();
   return () => {
     stopEvents();
