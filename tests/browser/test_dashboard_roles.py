@@ -133,3 +133,31 @@ async def test_a_375_px_screen_shows_every_page_without_overflow(
     await expect(page.locator("table.keys")).to_be_visible()
     await _fits(page)
     await assert_clean(watched)
+
+
+async def test_a_refused_key_is_said_so_and_not_kept(watched: Watched, server: LiveServer) -> None:
+    page = watched.page
+    await page.goto(origin(server) + "/dashboard/jobs")
+    await page.get_by_label("API key").fill("qlk_not_a_real_key")
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("alert")).to_contain_text("That key was not accepted")
+    await expect(page.get_by_role("alert")).to_contain_text("(UNAUTHENTICATED)")
+    assert await page.evaluate("sessionStorage.length") == 0
+    await assert_clean(watched)
+
+
+async def test_a_key_revoked_while_signed_in_signs_the_page_out(
+    watched: Watched, server: LiveServer
+) -> None:
+    page = watched.page
+    name = server.unique_name("oncall")
+    viewer = server.create_key("VIEWER", name=name)
+    await sign_in(page, server, viewer)
+    await expect(page.locator(".live[data-state='live']")).to_be_visible()
+    assert server.gql(
+        "mutation($n: String!) { revokeApiKey(name: $n) }", {"n": name}, ADMIN_SECRET
+    )["revokeApiKey"]
+    await expect(page.get_by_role("alert")).to_contain_text("Signed out")
+    await expect(page.get_by_label("API key")).to_be_visible()
+    assert await page.evaluate("sessionStorage.length") == 0
+    await assert_clean(watched)

@@ -144,16 +144,14 @@ export class Socket {
       case "ping":
         this.send({type: "pong"});
         break;
-      case "next":
-        if (sub) sub.next(message.payload.data, message.payload.errors);
+      case "next": {
+        const {data, errors} = message.payload || {};
+        if (sub && errors && errors.length && !data) this.failed(message.id, sub, errors);
+        else if (sub) sub.next(data);
         break;
+      }
       case "error":
-        if (sub) {
-          this.subs.delete(message.id);
-          const first = (message.payload && message.payload[0]) || {};
-          const code = (first.extensions && first.extensions.code) || "ERROR";
-          if (sub.error) sub.error(new ApiError(first.message || "subscription refused", code));
-        }
+        if (sub) this.failed(message.id, sub, message.payload);
         break;
       case "complete":
         // A stream that ends on its own says so with complete(); one that cannot end (a
@@ -166,6 +164,20 @@ export class Socket {
       default:
         break;
     }
+  }
+
+  /**
+   * A stream answered errors. NOT_FOUND is one event whose job the key can no longer read
+   * (the stream goes on); anything else ends the stream, and a refused key signs out.
+   */
+  failed(id, sub, errors) {
+    const first = (errors && errors[0]) || {};
+    const code = (first.extensions && first.extensions.code) || "ERROR";
+    if (code === "NOT_FOUND") return;
+    this.subs.delete(id);
+    const error = new ApiError(first.message || "the subscription was refused", code);
+    if (code === "UNAUTHENTICATED" && this.onRefused) this.onRefused(error.message);
+    else if (sub.error) sub.error(error);
   }
 
   dropped(ws, event) {
