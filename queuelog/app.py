@@ -67,7 +67,7 @@ from queuelog.runtime import Services, open_services
 from queuelog.schema.schema import build_schema
 from queuelog.service.maintenance import maintenance_loop
 from queuelog.service.schedules import schedule_loop
-from queuelog.storage.db import KEYS_CHANNEL
+from queuelog.storage.db import KEYS_CHANNEL, TYPES_CHANNEL
 from queuelog.storage.migrate import migrate
 from queuelog.view import SpecGraphQL
 from queuelog.websocket import LegacyWSHandler, TransportWSHandler
@@ -120,6 +120,7 @@ class QueuelogGraphQL(SpecGraphQL):
             actor=user.actor if isinstance(user, Principal) else None,
             ws_rate_limit=self.key_buckets if isinstance(request, WebSocket) else None,
             schedules_service=s.schedules,
+            job_types_service=s.job_types,
         )
 
     async def on_ws_connect(self, context: Context) -> dict[str, object] | None:
@@ -253,6 +254,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await asyncio.to_thread(migrate, s.db)
         await s.schedules.seed(settings.schedule_configs())
+        await s.job_types.seed()
         await s.feed.start()
         tasks = [
             asyncio.create_task(
@@ -274,6 +276,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
 
             heard = listen(url, KEYS_CHANNEL, revoked_elsewhere)
             tasks.append(asyncio.create_task(heard, name="queuelog-key-listen"))
+            changed = listen(url, TYPES_CHANNEL, s.job_types.changed)  # pause, limits
+            tasks.append(asyncio.create_task(changed, name="queuelog-type-listen"))
         try:
             yield
         finally:

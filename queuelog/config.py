@@ -36,6 +36,11 @@ class TypeDefaults(BaseModel):
     lease_seconds: int | None = Field(default=None, ge=1, le=86_400)
     backoff_base_seconds: float | None = Field(default=None, ge=0)
     backoff_max_seconds: float | None = Field(default=None, ge=0)
+    # Flow control: seeds the type's row in the database where it has none yet.
+    max_running: int | None = Field(default=None, ge=1)
+    max_running_per_key: int | None = Field(default=None, ge=1)
+    max_starts_per_second: float | None = Field(default=None, gt=0)
+    paused: bool | None = None
 
 
 class ScheduleConfig(BaseModel):
@@ -57,6 +62,19 @@ class JobTypeConfig:
     lease_seconds: int
     backoff_base_seconds: float
     backoff_max_seconds: float
+    # Seeds for the `job_types` row (`service.job_types`); None: the TOML file says nothing.
+    max_running: int | None = None
+    max_running_per_key: int | None = None
+    max_starts_per_second: float | None = None
+    paused: bool | None = None
+
+    @property
+    def seeds_flow(self) -> bool:
+        """Whether the TOML file sets this type's pause or limits."""
+        return any(
+            v is not None
+            for v in (self.max_running, self.max_running_per_key, self.max_starts_per_second)
+        ) or bool(self.paused)
 
 
 class Settings(BaseSettings):
@@ -221,5 +239,9 @@ class Settings(BaseSettings):
                     if o.backoff_max_seconds is None
                     else o.backoff_max_seconds
                 ),
+                max_running=o.max_running,
+                max_running_per_key=o.max_running_per_key,
+                max_starts_per_second=o.max_starts_per_second,
+                paused=o.paused,
             )
         return configs

@@ -1,4 +1,5 @@
-"""GraphQL types of the operators' API: schedules, job filters, throughput and bulk changes."""
+"""GraphQL types of the operators' API: schedules, job filters, throughput, bulk changes and
+job types."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from datetime import datetime
 import strawberry
 from strawberry.scalars import JSON
 
-from queuelog.graphql_types import Job, JobPriority, JobStatus, UserError
+from queuelog.graphql_types import Job, JobPriority, JobStatus, QueueStats, UserError
 from queuelog.service import filters, models
+from queuelog.service import job_types as service_job_types
 from queuelog.service import schedules as service_schedules
 from queuelog.service.throughput import Bucket
 
@@ -159,4 +161,72 @@ class BulkJobsPayload:
     has_more: bool = strawberry.field(
         description="True when more jobs matched than `limit` allowed: call again to go on."
     )
+    user_errors: list[UserError] = strawberry.field(default_factory=list)
+
+
+@strawberry.type(
+    description="Flow control of one job type, enforced across every replica sharing the "
+    "database. Null: no limit."
+)
+class JobTypeLimits:
+    max_running: int | None = strawberry.field(
+        description="At most this many jobs of the type RUNNING at once."
+    )
+    max_running_per_key: int | None = strawberry.field(
+        description="At most this many jobs of the type with one concurrencyKey RUNNING at once."
+    )
+    max_starts_per_second: float | None = strawberry.field(
+        description="At most this many claims of the type per second (a token bucket, "
+        "burst = max(1, rate))."
+    )
+
+
+@strawberry.type(description="One configured job type as the viewer may see it.")
+class JobType:
+    name: str
+    stats: QueueStats = strawberry.field(
+        description="Counts over the jobs of this type that the viewer may see."
+    )
+    paused: bool = strawberry.field(
+        description="Claims skip a paused type; enqueueing still works."
+    )
+    limits: JobTypeLimits
+    oldest_pending_at: datetime | None = strawberry.field(
+        description="The runAt of the oldest claimable PENDING job, or null when none waits."
+    )
+
+    @classmethod
+    def of(cls, t: service_job_types.JobTypeView) -> JobType:
+        return cls(
+            name=t.name,
+            stats=QueueStats(**t.stats),
+            paused=t.paused,
+            limits=JobTypeLimits(
+                max_running=t.limits.max_running,
+                max_running_per_key=t.limits.max_running_per_key,
+                max_starts_per_second=t.limits.max_starts_per_second,
+            ),
+            oldest_pending_at=t.oldest_pending_at,
+        )
+
+
+@strawberry.input
+class JobTypeLimitsInput:
+    max_running: int | None = strawberry.field(
+        default=None, description="Null or omitted: no limit. 1 or more."
+    )
+    max_running_per_key: int | None = None
+    max_starts_per_second: float | None = strawberry.field(
+        default=None, description="Greater than 0."
+    )
+
+    def limits(self) -> service_job_types.Limits:
+        return service_job_types.Limits(
+            self.max_running, self.max_running_per_key, self.max_starts_per_second
+        )
+
+
+@strawberry.type
+class JobTypePayload:
+    job_type: JobType | None = None
     user_errors: list[UserError] = strawberry.field(default_factory=list)

@@ -79,6 +79,10 @@ class Job:
     schedule: str | None = strawberry.field(
         description="The schedule that enqueued this job, if any."
     )
+    concurrency_key: str | None = strawberry.field(
+        description="Jobs of one type that share a concurrency key obey the type's "
+        "maxRunningPerKey."
+    )
 
     # Resolved by `queuelog.resolvers.fields.job_events` (wired in the schema assembly).
     events: list[JobEvent] = strawberry.field(default_factory=list)
@@ -108,6 +112,7 @@ class Job:
             finished_at=job.finished_at,
             progress=job.progress,
             schedule=schedule_of(job.producer),
+            concurrency_key=job.concurrency_key,
         )
 
 
@@ -223,10 +228,15 @@ class EnqueueJobInput:
     idempotency_key: str | None = strawberry.UNSET
     run_at: datetime | None = strawberry.UNSET
     delay_seconds: int | None = strawberry.UNSET
+    concurrency_key: str | None = strawberry.field(
+        default=strawberry.UNSET,
+        description="1 to 255 printable characters; see JobTypeLimits.maxRunningPerKey.",
+    )
 
     def request(self) -> models.EnqueueRequest:
         unset = strawberry.UNSET
         key, run_at, delay = self.idempotency_key, self.run_at, self.delay_seconds
+        concurrency = self.concurrency_key
         return models.EnqueueRequest(
             self.type,
             {} if self.payload is unset or self.payload is None else self.payload,
@@ -235,6 +245,7 @@ class EnqueueJobInput:
             None if key is unset else key,
             None if run_at is unset else run_at,
             None if delay is unset else delay,
+            None if concurrency is unset else concurrency,
         )
 
 

@@ -59,7 +59,7 @@ ENQUEUE = Transition(
     Status.PENDING,
     frozenset(
         {"type", "payload", "priority", "retry_count", "max_retries", "idempotency_key"}
-        | {"request_hash", "producer", "run_at", "created_at", "updated_at"}
+        | {"request_hash", "producer", "run_at", "created_at", "updated_at", "concurrency_key"}
     ),
 )
 CLAIM = Transition(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from queuelog.auth.keys import KeyStore
 from queuelog.config import Settings
 from queuelog.events.feed import EventFeed
+from queuelog.service.job_types import JobTypeService
 from queuelog.service.jobs import JobService
 from queuelog.service.schedules import ScheduleService
 from queuelog.storage.db import Database
@@ -21,6 +22,7 @@ class Services:
     keys: KeyStore
     feed: EventFeed
     schedules: ScheduleService
+    job_types: JobTypeService
 
 
 def open_services(settings: Settings) -> Services:
@@ -43,4 +45,5 @@ def open_services(settings: Settings) -> Services:
             idle=min(5.0, settings.key_recheck_seconds),
         ),
         schedules=ScheduleService(service),
+        job_types=JobTypeService(service),
     )

@@ -4,7 +4,11 @@ A waiting claim follows the change feed (the same wake-up as the subscriptions: 
 commits, NOTIFY from other replicas on PostgreSQL, the feed's polling otherwise) and tries
 again only when a job of its types enters PENDING, so an idle waiter costs nothing. It also
 tries again every `recheck` seconds, for jobs whose runAt or retry backoff passes while it
-waits (those make no event when they become due)."""
+waits (those make no event when they become due).
+
+Of a type with flow limits (`service.job_types`), it also tries again when a job leaves
+RUNNING (a place may be free), when the next token of a rate limit is due, and when a
+type's pause or limits change."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from collections.abc import Awaitable, Callable, Collection
 from typing import TypeVar
 
 from queuelog.events.feed import EventFeed, Interest
+from queuelog.service.job_types import JobTypeService, WaitHints
 from queuelog.service.models import Actor, Role, Status
 from queuelog.storage import events as events_sql
 
@@ -22,6 +27,8 @@ RECHECK_SECONDS = 2.0
 # Sees every event, to learn which jobs entered PENDING; what it learns is never shown.
 _FEED_READER = Actor("queuelog-claims", Role.ADMIN)
 _ENTERED_PENDING = Interest(_FEED_READER, statuses=frozenset({Status.PENDING}))
+# ... or left RUNNING (to PENDING or a finished status).
+_LEFT_RUNNING = Interest(_FEED_READER, statuses=frozenset(Status) - {Status.RUNNING})
 
 
 async def claim_waiting(
@@ -30,9 +37,11 @@ async def claim_waiting(
     types: Collection[str] | None,
     seconds: float,
     recheck: float = RECHECK_SECONDS,
+    flow: JobTypeService | None = None,
 ) -> list[T]:
     """`claim()`'s jobs, at once if there are any, else as soon as one of `types` (None:
-    any) enters PENDING and is claimed, or nothing after `seconds`."""
+    any) enters PENDING and is claimed, or nothing after `seconds`. With `flow`, limited
+    types wake it as the module says."""
     if seconds <= 0 or not feed.running:
         return await claim()
     start = await feed.db.read(events_sql.head)  # before the claim: nothing slips between
@@ -40,25 +49,33 @@ async def claim_waiting(
     if jobs:
         return jobs
     woken = asyncio.Event()
+    hints = WaitHints() if flow is None else await flow.wait_hints(types)
+    interest = _LEFT_RUNNING if hints.limited else _ENTERED_PENDING
 
     async def listen() -> None:
-        async for event in feed.follow(start, _ENTERED_PENDING):
-            if types is None or event.job_type in types:
+        async for event in feed.follow(start, interest):
+            mine = types is None or event.job_type in types
+            if mine and (event.status is Status.PENDING or event.job_type in hints.limited):
                 woken.set()
         woken.set()  # the feed stops with the server: answer now
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     listener = asyncio.create_task(listen())
+    watching = contextlib.nullcontext() if flow is None else flow.watching(woken.set)
     try:
-        while (remaining := deadline - loop.time()) > 0:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(remaining, recheck)):
-                    await woken.wait()
-            woken.clear()
-            jobs = await claim()
-            if jobs or listener.done():
-                return jobs
+        with watching:
+            while (remaining := deadline - loop.time()) > 0:
+                wait = min(remaining, recheck, hints.token_in or recheck)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await woken.wait()
+                woken.clear()
+                jobs = await claim()
+                if jobs or listener.done():
+                    return jobs
+                if hints.limited and flow is not None:
+                    hints = await flow.wait_hints(types)
         return []
     finally:
         listener.cancel()

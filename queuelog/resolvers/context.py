@@ -18,6 +18,7 @@ from queuelog.auth.ratelimit import TokenBuckets
 from queuelog.events.feed import EventFeed
 from queuelog.events.sessions import Session
 from queuelog.service.errors import ValidationFailed
+from queuelog.service.job_types import JobTypeService
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor
 from queuelog.service.schedules import ScheduleService
@@ -52,11 +53,17 @@ class Context:
     ws_rate_limit: TokenBuckets | None = None  # set on WebSocket connections
     session: Session | None = None  # WebSocket connections: the key's live state
     schedules_service: ScheduleService | None = None
+    job_types_service: JobTypeService | None = None
 
     @property
     def schedules(self) -> ScheduleService:
         assert self.schedules_service is not None, "the server sets it"
         return self.schedules_service
+
+    @property
+    def job_types(self) -> JobTypeService:
+        assert self.job_types_service is not None, "the server sets it"
+        return self.job_types_service
 
     def require_actor(self) -> Actor:
         if self.actor is None:

@@ -64,7 +64,11 @@ async def _claim(
     ctx, actor = info.context, info.context.require_actor()
     seconds = ctx.service.claim_wait(wait)
     return await claim_waiting(
-        ctx.feed, lambda: ctx.service.claim(actor, types, lease_seconds, limit), types, seconds
+        ctx.feed,
+        lambda: ctx.service.claim(actor, types, lease_seconds, limit),
+        types,
+        seconds,
+        flow=ctx.job_types,
     )
 
 

@@ -27,6 +27,8 @@ from queuelog.auth.permissions import (
 from queuelog.config import Settings
 from queuelog.graphql_ops_types import (
     BulkJobsPayload,
+    JobType,
+    JobTypePayload,
     Schedule,
     SchedulePayload,
     ThroughputBucket,
@@ -47,7 +49,14 @@ from queuelog.graphql_types import (
     QueueStats,
     Viewer,
 )
-from queuelog.resolvers import fields, mutations, queries, schedules, subscriptions
+from queuelog.resolvers import (
+    fields,
+    job_types,
+    mutations,
+    queries,
+    schedules,
+    subscriptions,
+)
 from queuelog.schema import fastpath
 from queuelog.schema.errors import log_errors, mask
 from queuelog.schema.extension import (
@@ -95,6 +104,11 @@ class Query:
         resolver=queries.queue_stats,
         permission_classes=[Authenticated],
         description="Counts over the jobs the viewer may see.",
+    )
+    job_types: list[JobType] = strawberry.field(
+        resolver=job_types.job_types,
+        permission_classes=[Authenticated],
+        description="Every configured job type the viewer may use or see, by name.",
     )
     api_keys: list[ApiKey] = strawberry.field(
         resolver=queries.api_keys, permission_classes=[AdminOnly], description="Admin only."
@@ -164,6 +178,22 @@ class Mutation:
     )
     revoke_api_key: bool = strawberry.mutation(
         resolver=mutations.revoke_api_key, permission_classes=[AdminOnly]
+    )
+    pause_job_type: JobTypePayload = strawberry.mutation(
+        resolver=job_types.pause_job_type,
+        permission_classes=[AdminOnly],
+        description="Admin only. Claims skip the type on every replica until resumeJobType.",
+    )
+    resume_job_type: JobTypePayload = strawberry.mutation(
+        resolver=job_types.resume_job_type,
+        permission_classes=[AdminOnly],
+        description="Admin only.",
+    )
+    set_job_type_limits: JobTypePayload = strawberry.mutation(
+        resolver=job_types.set_job_type_limits,
+        permission_classes=[AdminOnly],
+        description="Admin only. Replaces the type's limits; every field left null removes "
+        "that limit.",
     )
     upsert_schedule: SchedulePayload = strawberry.mutation(
         resolver=schedules.upsert_schedule,

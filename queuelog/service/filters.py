@@ -1,8 +1,7 @@
 """A job filter as the API gives it, checked and turned into storage's `JobFilter`.
 
-Conditions on columns this version does not have (a job's concurrency key, the schedule
-that enqueued it) are refused rather than ignored, so that no caller mistakes a wider list
-for the one it asked for.
+The schedule that enqueued a job is its producer (`service.schedules.producer_of`): a
+`schedule` condition is a condition on the producer.
 """
 
 from __future__ import annotations
@@ -58,12 +57,15 @@ def job_filter(given: FilterInput, field: Sequence[str] = ("filter",)) -> JobFil
     """Storage's filter for `given`, or ValidationFailed naming the field it refuses. An id
     that cannot be a job's, or a text no job can hold, matches nothing."""
     at = list(field)
-    if given.concurrency_key is not None:
-        raise errors.ValidationFailed(
-            "jobs have no concurrency key on this server yet", [*at, "concurrencyKey"]
-        )
+    producer = given.producer
     if given.schedule is not None:
-        raise errors.ValidationFailed("jobs have no schedule on this server yet", [*at, "schedule"])
+        # Imported here: `service.schedules` builds on the job service, which reads filters.
+        from queuelog.service.schedules import producer_of
+
+        scheduled = producer_of(given.schedule)
+        if producer is not None and producer != scheduled:
+            return NOTHING  # a schedule's jobs have its producer, and no other
+        producer = scheduled
     _bounded(given.ids, "ids", at)
     _bounded(given.statuses, "statuses", at)
     _bounded(given.types, "types", at)
@@ -80,7 +82,8 @@ def job_filter(given: FilterInput, field: Sequence[str] = ("filter",)) -> JobFil
             )
         except errors.DomainError as exc:  # too large is a bad filter, not a refused job
             raise errors.ValidationFailed(exc.message, where) from None
-    texts = [given.producer, given.worker_id, given.idempotency_key, *(given.types or ())]
+    texts = [producer, given.worker_id, given.idempotency_key, given.concurrency_key]
+    texts += given.types or ()
     if any(t is not None and not t.isprintable() for t in texts):
         return NOTHING  # stored texts are printable (and PostgreSQL refuses NUL characters)
     ids = None if given.ids is None else tuple(i for i in map(_job_id, given.ids) if i is not None)
@@ -88,9 +91,10 @@ def job_filter(given: FilterInput, field: Sequence[str] = ("filter",)) -> JobFil
         ids=ids,
         statuses=None if given.statuses is None else tuple(s.value for s in given.statuses),
         types=None if given.types is None else tuple(given.types),
-        producer=given.producer,
+        producer=producer,
         worker_id=given.worker_id,
         idempotency_key=given.idempotency_key,
+        concurrency_key=given.concurrency_key,
         created_after=None if given.created_after is None else aware(given.created_after),
         created_before=None if given.created_before is None else aware(given.created_before),
         payload_contains=contains,

@@ -32,7 +32,7 @@ from queuelog.lifecycle import (
     Status,
     Transition,
 )
-from queuelog.service import bulk, errors, ownership, validation
+from queuelog.service import bulk, errors, job_types, ownership, validation
 from queuelog.service.backoff import backoff_seconds
 from queuelog.service.models import Actor, EnqueueRequest, Job
 from queuelog.service.observer import Expired, JobObserver
@@ -237,7 +237,7 @@ class JobService(JobReads):
         lease_until = {
             t: now + timedelta(seconds=lease_seconds or self.types[t].lease_seconds) for t in types
         }
-        rows = jobs_sql.claim(
+        rows = job_types.claim(  # paused types skipped, limited ones within their limits
             tx, worker=worker, now=now, types=types, limit=limit, lease_until=lease_until
         )
         return expired, rows

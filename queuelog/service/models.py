@@ -81,6 +81,7 @@ class Job:
     finished_at: datetime | None
     progress: Any = None
     progress_at: datetime | None = None
+    concurrency_key: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> Job:
@@ -105,6 +106,7 @@ class Job:
             finished_at=row.finished_at,
             progress=None if row.progress is None else orjson.loads(row.progress),
             progress_at=row.progress_at,
+            concurrency_key=row.concurrency_key,
         )
 
 
@@ -142,6 +144,7 @@ class EnqueueRequest:
     idempotency_key: str | None = None
     run_at: datetime | None = None
     delay_seconds: int | None = None
+    concurrency_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

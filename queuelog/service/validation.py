@@ -93,13 +93,12 @@ def filter_text(value: str | None, field: Sequence[str]) -> str | None:
     return value
 
 
-def idempotency_key(key: str, field: Sequence[str]) -> str:
+def idempotency_key(key: str, field: Sequence[str], name: str = "idempotencyKey") -> str:
+    """A key a producer gives (idempotency, concurrency): 1 to 255 printable characters."""
     if not 1 <= len(key) <= KEY_MAX_LEN:
-        raise errors.ValidationFailed(
-            f"idempotencyKey must be 1 to {KEY_MAX_LEN} characters", field
-        )
+        raise errors.ValidationFailed(f"{name} must be 1 to {KEY_MAX_LEN} characters", field)
     if not key.isprintable():
-        raise errors.ValidationFailed("idempotencyKey must be printable characters", field)
+        raise errors.ValidationFailed(f"{name} must be printable characters", field)
     return key
 
 
@@ -144,7 +143,10 @@ def request_hash(req: EnqueueRequest) -> str:
         "run_at": None if req.run_at is None else req.run_at.isoformat(),
         "type": req.type,
     }
-    head = orjson.dumps({k: fields[k] for k in ("delay_seconds", "max_retries")})
+    head_fields = {k: fields[k] for k in ("delay_seconds", "max_retries")}
+    if req.concurrency_key is not None:  # absent, the digest is as it was before keys
+        head_fields = {"concurrency_key": req.concurrency_key, **head_fields}
+    head = orjson.dumps(head_fields)
     tail = orjson.dumps({k: fields[k] for k in ("priority", "run_at", "type")})
     payload = orjson.dumps(req.payload, option=orjson.OPT_SORT_KEYS)
     canonical = head[:-1] + b',"payload":' + payload + b"," + tail[1:]
@@ -182,6 +184,9 @@ def enqueue(
     key = req.idempotency_key
     if key is not None:
         idempotency_key(key, [*prefix, "idempotencyKey"])
+    concurrency = req.concurrency_key
+    if concurrency is not None:
+        idempotency_key(concurrency, [*prefix, "concurrencyKey"], "concurrencyKey")
     when = run_at(req, now, horizon, prefix)
     row = {
         "type": req.type,
@@ -194,6 +199,8 @@ def enqueue(
         "run_at": when,
         "created_at": now,
         "updated_at": now,
+        # Always given: rows inserted together take the first row's columns.
+        "concurrency_key": concurrency,
     }
     if key is not None:  # left out, they are NULL
         row["idempotency_key"] = key
@@ -205,3 +212,20 @@ def bounded(value: int, low: int, high: int, name: str, field: Sequence[str]) ->
     if not low <= value <= high:
         raise errors.ValidationFailed(f"{name} must be between {low} and {high}", field)
     return value
+
+
+def flow_limits(
+    max_running: int | None,
+    max_running_per_key: int | None,
+    max_starts_per_second: float | None,
+    field: Sequence[str],
+) -> None:
+    """A job type's limits: counts of 1 or more, a rate above 0 (and finite); None: none."""
+    for name, count in (("maxRunning", max_running), ("maxRunningPerKey", max_running_per_key)):
+        if count is not None and count < 1:
+            raise errors.ValidationFailed(f"{name} must be 1 or more", [*field, name])
+    rate = max_starts_per_second
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise errors.ValidationFailed(
+            "maxStartsPerSecond must be greater than 0", [*field, "maxStartsPerSecond"]
+        )

@@ -27,6 +27,7 @@ class JobFilter(NamedTuple):
     producer: str | None = None
     worker_id: str | None = None
     idempotency_key: str | None = None
+    concurrency_key: str | None = None
     created_after: datetime | None = None  # exclusive
     created_before: datetime | None = None  # exclusive
     payload_contains: str | None = None  # the JSON text of an object
@@ -45,6 +46,8 @@ class JobFilter(NamedTuple):
             cond.append(J.worker_id == self.worker_id)
         if self.idempotency_key is not None:
             cond.append(J.idempotency_key == self.idempotency_key)
+        if self.concurrency_key is not None:
+            cond.append(J.concurrency_key == self.concurrency_key)
         if self.created_after is not None:
             cond.append(J.created_at > self.created_after)
         if self.created_before is not None:

@@ -66,6 +66,8 @@ jobs = sa.Table(
     # What the holding worker last reported through a heartbeat (JSON), and when.
     sa.Column("progress", sa.Text),
     sa.Column("progress_at", UTCDateTime),
+    # Jobs of one type sharing a key obey the type's max_running_per_key (`job_types`).
+    sa.Column("concurrency_key", sa.String(255)),
     sa.UniqueConstraint("producer", "idempotency_key", name="uq_jobs_producer_idempotency_key"),
     # A claim reads one range of it per type it asks for (storage.driver.claim).
     sa.Index(
@@ -76,6 +78,14 @@ jobs = sa.Table(
         "id",
         sqlite_where=_PENDING,
         postgresql_where=_PENDING,
+    ),
+    # A limited claim counts the running jobs of its type, and of each key (migration 0010).
+    sa.Index(
+        "ix_jobs_running_key",
+        "type",
+        "concurrency_key",
+        sqlite_where=_RUNNING,
+        postgresql_where=_RUNNING,
     ),
     sa.Index(
         "ix_jobs_lease",
@@ -198,5 +208,21 @@ schedules = sa.Table(
     sa.Column("last_run_at", UTCDateTime),
     sa.Column("last_job_id", BigId),
     sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# Pause and flow limits of a job type (`storage.job_types`); a type with no row has none.
+# A limited claim locks its type's row, which also holds the type's token bucket: `tokens`
+# as of `tokens_at`.
+job_types = sa.Table(
+    "job_types",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("paused", sa.Boolean, nullable=False),
+    sa.Column("max_running", sa.Integer),
+    sa.Column("max_running_per_key", sa.Integer),
+    sa.Column("max_starts_per_second", sa.Float),
+    sa.Column("tokens", sa.Float, nullable=False),
+    sa.Column("tokens_at", UTCDateTime),
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )

@@ -32,6 +32,7 @@ QUERIES = {
     "queueStats": "query($type: String) { queueStats(type: $type) { pending running } }",
     "apiKeys": "{ apiKeys { name } }",
     "schedules": "{ schedules { name lastJob { id } } }",
+    "jobTypes": "{ jobTypes { name paused stats { pending } } }",
     "throughput": """{ throughput(since: "2026-01-01T00:00:00Z", until: "2026-01-01T01:00:00Z") {
         enqueued } }""",
 }
@@ -58,6 +59,10 @@ MUTATIONS = {
         schedule { name } } }""",
     "deleteSchedule": "mutation($name: String!) { deleteSchedule(name: $name) }",
     "runScheduleNow": "mutation($name: String!) { runScheduleNow(name: $name) { job { id } } }",
+    "pauseJobType": "mutation($type: String!) { pauseJobType(type: $type) { jobType { paused } } }",
+    "resumeJobType": "mutation($type: String!) { resumeJobType(type: $type) { jobType { name } } }",
+    "setJobTypeLimits": """mutation($type: String!) {
+        setJobTypeLimits(type: $type, limits: {maxRunning: 1}) { jobType { name } } }""",
 }
 REVOKE = "mutation($n: String!) { revokeApiKey(name: $n) }"
 FIELDS = """query($type: String!) { __type(name: $type) { fields { name } } }"""
@@ -209,6 +214,7 @@ def test_v01_wrong_role_forbidden(server: LiveServer, job_type: str) -> None:
     worker_may_not = ["enqueueJob", "enqueueJobs", "cancelJob", "cancelJobs"]
     admin_only = ["retryJob", "retryJobs", "createApiKey", "revokeApiKey"]
     admin_only += ["upsertSchedule", "deleteSchedule", "runScheduleNow"]
+    admin_only += ["pauseJobType", "resumeJobType", "setJobTypeLimits"]
     for name in producer_may_not + admin_only:
         body = _forbidden(server, producer, MUTATIONS[name], args)
         assert "producer" in body["errors"][0]["message"], name

@@ -132,8 +132,6 @@ def test_a_producer_never_reaches_another_producers_jobs(
 @pytest.mark.parametrize(
     ("filter", "field"),
     [
-        ({"concurrencyKey": "x"}, "concurrencyKey"),
-        ({"schedule": "nightly"}, "schedule"),
         ({"payloadContains": [1]}, "payloadContains"),
         ({"ids": [str(i) for i in range(1001)]}, "ids"),
     ],

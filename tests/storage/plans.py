@@ -50,6 +50,19 @@ def pg_nodes(
         yield from pg_nodes(child, (*above, node))
 
 
+def pg_pick(plan: dict[str, Any]) -> dict[str, Any]:
+    """A claim's pick: the InitPlan that reads jobs (the paused-or-limited probe of
+    job_types, a one-time filter, is another InitPlan, of that one or beside it)."""
+    (pick,) = [
+        n
+        for n, above in pg_nodes(plan)
+        if n.get("Parent Relationship") == "InitPlan"
+        and not any(a.get("Parent Relationship") == "InitPlan" for a in above)
+        and any(m.get("Relation Name") == "jobs" for m, _ in pg_nodes(n))
+    ]
+    return pick
+
+
 def until_limit(above: tuple[dict[str, Any], ...]) -> list[str]:
     """The node types between a node and the nearest Limit above it (which must exist)."""
     types = [n["Node Type"] for n in reversed(above)]

@@ -125,7 +125,7 @@ def test_a_guarded_transition_refuses_a_caller_its_guard_refuses(
 
 
 def test_enqueue_creates_a_job_in_its_target_with_its_columns(db: Database) -> None:
-    values = job()
+    values = job(concurrency_key=None)
     del values["status"], values["finished_at"]
     assert set(values) == ENQUEUE.sets
     (row,) = db.write_sync(jobs_sql.insert, [{**values, "status": ENQUEUE.target.value}])

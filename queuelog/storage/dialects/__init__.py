@@ -44,6 +44,7 @@ class JobRow(NamedTuple):
     finished_at: datetime | None
     progress: str | None = None
     progress_at: datetime | None = None
+    concurrency_key: str | None = None
 
 
 assert JobRow._fields == tuple(c.name for c in jobs.c), "JobRow must follow the jobs table"
@@ -54,6 +55,18 @@ RETURNING = f"RETURNING {COLUMNS}"
 EVENT_COLUMNS = "job_id, job_type, producer, worker_id, previous_status, status, occurred_at"
 NOTIFY_CHANNEL = "queuelog_events"  # PostgreSQL: a transaction appended events
 KEYS_CHANNEL = "queuelog_keys"  # PostgreSQL: a key was revoked; replicas drop cached keys
+TYPES_CHANNEL = "queuelog_types"  # PostgreSQL: a job type's pause or limits changed
+
+
+def free_type(name: str) -> str:
+    """SQL true when the job type `name` (an expression) is neither paused nor limited: the
+    one-statement claim takes only those (`storage.job_types` claims the limited ones). A
+    probe of job_types' primary key, once per type asked for."""
+    return (
+        f"NOT EXISTS (SELECT 1 FROM job_types WHERE job_types.name = {name} AND (paused"
+        " OR max_running IS NOT NULL OR max_running_per_key IS NOT NULL"
+        " OR max_starts_per_second IS NOT NULL))"
+    )
 
 
 class CompareAndSet(NamedTuple):
@@ -93,6 +106,9 @@ class Dialect:
     # for one job or up to a limit.
     CLAIM_ONE_TYPE: ClassVar[str]
     CLAIM_TYPES: ClassVar[str]
+    # The claim of jobs already picked by id (a limited type's, `storage.job_types`), those
+    # still PENDING: worker, now, now, lease, the ids (`claim_ids_params`).
+    CLAIM_IDS: ClassVar[str]
     GET_JOB: ClassVar[str] = f"SELECT {COLUMNS} FROM jobs WHERE id = ?"
     EXPIRED_LEASES: ClassVar[str]
     ROW_LOCK: ClassVar[str]  # appended to a SELECT that locks the rows it reads
@@ -155,6 +171,12 @@ class Dialect:
     ) -> tuple[str, list[Any], bool | None]:
         """The claim statement for these arguments, its parameters, and its `prepare`."""
         raise NotImplementedError
+
+    def claim_ids_params(
+        self, worker: str, now: datetime, lease: datetime, ids: Sequence[int]
+    ) -> list[Any]:
+        """CLAIM_IDS's parameters."""
+        return [worker, now, now, lease, list(ids)]
 
     def insert_jobs(self, tx: Any, values: Sequence[Mapping[str, Any]]) -> list[int]:
         """Insert jobs with as few statements as the backend allows; their ids, ascending in

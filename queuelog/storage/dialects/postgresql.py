@@ -27,6 +27,7 @@ from queuelog.storage.dialects import (
     TIME_NAMES,
     CompareAndSet,
     Dialect,
+    free_type,
 )
 from queuelog.storage.tables import jobs
 
@@ -48,16 +49,18 @@ _SET_CLAIMED = (
 # Each type's first `limit` due jobs in claim order, locked as they are picked, skipping
 # rows another claim has locked. Locking a row re-evaluates this WHERE on its newest
 # version, and the lock keeps it so until the claim commits: the update re-checks nothing.
+# {free}: the type is neither paused nor limited (for one type, a one-time filter).
 _DUE = (
-    f"FROM jobs WHERE status = '{PENDING}' AND type = {{asked}} AND run_at <= ?"
+    f"FROM jobs WHERE status = '{PENDING}' AND type = {{asked}}{{free}} AND run_at <= ?"
     " ORDER BY priority DESC, run_at, id LIMIT ? FOR UPDATE SKIP LOCKED"
 )
 _PICK_TYPES = (
-    "SELECT pick.id FROM unnest(?::text[]) AS asked(name) CROSS JOIN LATERAL"
-    f" (SELECT id, priority, run_at {_DUE.format(asked='asked.name')}) AS pick"
+    "SELECT pick.id FROM (SELECT name FROM unnest(?::text[]) AS asked(name)"
+    f" WHERE {free_type('asked.name')}) AS asked CROSS JOIN LATERAL"
+    f" (SELECT id, priority, run_at {_DUE.format(asked='asked.name', free='')}) AS pick"
     " ORDER BY pick.priority DESC, pick.run_at, pick.id LIMIT ?"
 )
-_PICK_ONE_TYPE = f"SELECT id {_DUE.format(asked='?')}"
+_PICK_ONE_TYPE = f"SELECT id {_DUE.format(asked='?', free=' AND ' + free_type('?'))}"
 _LEASE_BY_TYPE = "lease_expires_at = (?::json ->> type)::timestamptz"
 
 
@@ -69,7 +72,7 @@ class PostgresDialect(Dialect):
 
     # One job is found by the primary key, `id = (pick)`, whatever the table's size: its
     # plan may be kept. More are planned anew each time (`claim_params`).
-    # worker, now, now, lease, type, now, limit
+    # worker, now, now, lease, type, type, now, limit
     CLAIM_ONE_TYPE_ONE_JOB = _pg(
         f"{_SET_CLAIMED} lease_expires_at = ? WHERE id = ({_PICK_ONE_TYPE}) {RETURNING}"
     )
@@ -82,6 +85,10 @@ class PostgresDialect(Dialect):
     )
     CLAIM_TYPES = _pg(
         f"{_SET_CLAIMED} {_LEASE_BY_TYPE} WHERE id = ANY (ARRAY({_PICK_TYPES})) {RETURNING}"
+    )
+    CLAIM_IDS = _pg(
+        f"{_SET_CLAIMED} lease_expires_at = ? WHERE id = ANY (?::bigint[])"
+        f" AND status = '{PENDING}' {RETURNING}"
     )
     GET_JOB = _pg(Dialect.GET_JOB)
     # Locked, so that one replica rescues each job once.
@@ -145,7 +152,7 @@ class PostgresDialect(Dialect):
     ) -> tuple[str, list[Any], bool | None]:
         one = limit == 1
         if len(types) == 1:
-            params = [worker, now, now, leases[types[0]], types[0], now, limit]
+            params = [worker, now, now, leases[types[0]], types[0], types[0], now, limit]
             text = self.CLAIM_ONE_TYPE_ONE_JOB if one else self.CLAIM_ONE_TYPE
         else:
             by_type = _json({t: leases[t] for t in types}, (leases[t] for t in types))

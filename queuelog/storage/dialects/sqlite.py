@@ -27,6 +27,7 @@ from queuelog.storage.dialects import (
     TIME_AT,
     Dialect,
     JobRow,
+    free_type,
 )
 from queuelog.storage.filters import json_contains
 from queuelog.storage.tables import UTCDateTime, jobs
@@ -43,6 +44,9 @@ _DUE = (
     " AND type = {asked} AND run_at <= ? ORDER BY priority DESC, run_at, id LIMIT ?"
 )
 
+# The type asked for, or NULL when it is paused or limited: the index range is then empty
+# (as a condition beside `type = ?`, SQLite would test it on every row of the range).
+_FREE_TYPE = f"(SELECT ? WHERE {free_type('?')})"
 
 # The SQL function `payload_contains` calls; each connection registers it (`storage.engines`).
 JSON_CONTAINS = "queuelog_json_contains"  # the name `payload_contains` spells
@@ -62,17 +66,23 @@ class SQLiteDialect(Dialect):
     name = "sqlite"
     ROW_LOCK = ""  # the writer holds the database's write lock
 
-    # worker, now, now, lease, type, now, limit
+    # worker, now, now, lease, type, type, now, limit
     CLAIM_ONE_TYPE = (
-        f"{_SET_CLAIMED} lease_expires_at = ? WHERE id IN ({_DUE.format(asked='?')}) {RETURNING}"
+        f"{_SET_CLAIMED} lease_expires_at = ? WHERE id IN"
+        f" ({_DUE.format(asked=_FREE_TYPE)}) {RETURNING}"
     )
     # worker, now, now, leases (a JSON object by type), types (a JSON array), now, limit,
     # limit. No LATERAL: a correlated IN, run once per type, reads each type's range.
     CLAIM_TYPES = (
         f"{_SET_CLAIMED} lease_expires_at = (SELECT value FROM json_each(?) WHERE key = jobs.type)"
-        " WHERE id IN (SELECT pick.id FROM (SELECT value AS name FROM json_each(?)) AS asked"
+        " WHERE id IN (SELECT pick.id FROM (SELECT value AS name FROM json_each(?)"
+        f" WHERE {free_type('value')}) AS asked"
         f" CROSS JOIN jobs AS pick WHERE pick.id IN ({_DUE.format(asked='asked.name')})"
         f" ORDER BY pick.priority DESC, pick.run_at, pick.id LIMIT ?) {RETURNING}"
+    )
+    CLAIM_IDS = (
+        f"{_SET_CLAIMED} lease_expires_at = ? WHERE id IN (SELECT value FROM json_each(?))"
+        f" AND status = '{PENDING}' {RETURNING}"
     )
     EXPIRED_LEASES = (
         f"SELECT {', '.join(JobRow._fields)} FROM jobs INDEXED BY ix_jobs_lease"
@@ -143,12 +153,17 @@ class SQLiteDialect(Dialect):
         if len(types) == 1:
             return (
                 self.CLAIM_ONE_TYPE,
-                [worker, now, now, leases[types[0]], types[0], now, limit],
+                [worker, now, now, leases[types[0]], types[0], types[0], now, limit],
                 None,
             )
         by_type = json.dumps({t: self.bind_text(leases[t]) for t in types})
         params = [worker, now, now, by_type, json.dumps(list(types)), now, limit, limit]
         return self.CLAIM_TYPES, params, None
+
+    def claim_ids_params(
+        self, worker: str, now: datetime, lease: datetime, ids: Sequence[int]
+    ) -> list[Any]:
+        return [worker, now, now, lease, json.dumps(list(ids))]
 
     @staticmethod
     def bind_text(value: datetime) -> str:
