@@ -22,6 +22,8 @@ CLAIM = "mutation($t: [String!]) { claimJob(types: $t) { job { id type } } }"
 COMPLETE = "mutation($id: ID!, $r: JSON) { completeJob(id: $id, result: $r) { job { id } } }"
 FAIL = """mutation($id: ID!, $e: String!, $r: Boolean) {
   failJob(id: $id, error: $e, retryable: $r) { job { id } } }"""
+LIMITS = """mutation($t: String!, $l: JobTypeLimitsInput!) {
+  setJobTypeLimits(type: $t, limits: $l) { userErrors { code } } }"""
 HEARTBEAT = "mutation($id: ID!, $p: JSON) { heartbeatJob(id: $id, progress: $p) { job { id } } }"
 
 
@@ -65,6 +67,10 @@ def seed(server: LiveServer) -> str:
     server.gql(HEARTBEAT, {"id": job, "p": {"pages": 12, "done": 12}}, worker)
     server.gql(COMPLETE, {"id": job, "r": {"url": "files/invoice-1000.pdf", "pages": 12}}, worker)
     claim(server, worker, "pdf")
+    server.gql(LIMITS, {"t": "pdf", "l": {"maxRunning": 4, "maxStartsPerSecond": 10}}, ADMIN_SECRET)
+    server.gql(
+        'mutation { pauseJobType(type: "webhook") { userErrors { code } } }', {}, ADMIN_SECRET
+    )
     return job
 
 
@@ -73,7 +79,7 @@ async def shoot(server: LiveServer, job: str) -> None:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
         page = await browser.new_page(viewport={"width": 1280, "height": 900})
         await sign_in(page, server, ADMIN_SECRET)
-        await expect(page.locator(".card").first).to_be_visible()
+        await expect(page.locator(".card")).to_have_count(len(TYPES))
         await expect(page.locator(".chart svg")).to_have_count(2)
         await page.screenshot(path=DOCS / "dashboard-overview.png", full_page=True)
         await page.goto(f"{origin(server)}/dashboard/jobs/{job}")

@@ -5,7 +5,7 @@ import {confirmDialog, formatTime, h, jsonBlock, replace, statusBadge} from "./d
 
 const FIELDS = `id type status priority payload result error progress retryCount maxRetries
   idempotencyKey producer runAt claimedAt workerId leaseExpiresAt createdAt updatedAt
-  finishedAt schedule`;
+  finishedAt concurrencyKey schedule`;
 const JOB = `query Job($id: ID!) {
   job(id: $id) { ${FIELDS} events(first: 100) { cursor previousStatus status occurredAt } }
 }`;

@@ -56,8 +56,12 @@ export function renderOverview(ctx, view) {
     }));
     const oldest = jt.stats.pending > 0 && jt.oldestPendingAt
       ? `Oldest pending: ${age(jt.oldestPendingAt)}` : "Nothing waiting";
-    const limits = Object.entries(jt.limits || {}).filter(([, v]) => v !== null)
-      .map(([k, v]) => `${k} ${v}`).join(", ");
+    const {maxRunning, maxRunningPerKey, maxStartsPerSecond} = jt.limits || {};
+    const limits = [
+      maxRunning !== null && maxRunning !== undefined ? `${maxRunning} running` : null,
+      maxRunningPerKey !== null && maxRunningPerKey !== undefined ? `${maxRunningPerKey} per key` : null,
+      maxStartsPerSecond !== null && maxStartsPerSecond !== undefined ? `${maxStartsPerSecond} starts/s` : null,
+    ].filter(Boolean).join(", ");
     let action = null;
     if (ctx.can.act) {
       const verb = jt.paused ? "resume" : "pause";
@@ -82,7 +86,7 @@ export function renderOverview(ctx, view) {
         jt.paused ? h("span", {class: "badge paused-badge"}, "paused") : null),
       counts,
       h("p", {class: "oldest", "data-oldest": jt.oldestPendingAt || ""}, oldest),
-      limits ? h("p", {class: "limits"}, `Limits: ${limits}`) : null,
+      limits ? h("p", {class: "limits"}, `At most ${limits}`) : null,
       action ? h("div", {class: "actions"}, action) : null);
   }
 
