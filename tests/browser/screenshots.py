@@ -65,7 +65,7 @@ def seed(server: LiveServer) -> str:
     server.gql(FAIL, {"id": job, "e": "renderer timed out after 30 s", "r": True}, worker)
     assert claim(server, worker, "pdf") == job  # retried at once (no backoff here)
     server.gql(HEARTBEAT, {"id": job, "p": {"pages": 12, "done": 12}}, worker)
-    server.gql(COMPLETE, {"id": job, "r": {"url": "files/invoice-1000.pdf", "pages": 12}}, worker)
+    server.gql(COMPLETE, {"id": job, "r": {"url": "files/invoice-999.pdf", "pages": 12}}, worker)
     claim(server, worker, "pdf")
     server.gql(LIMITS, {"t": "pdf", "l": {"maxRunning": 4, "maxStartsPerSecond": 10}}, ADMIN_SECRET)
     server.gql(
