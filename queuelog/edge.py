@@ -6,7 +6,8 @@ security headers and the per-key rate limit (the view itself is `queuelog.view`)
   once execution ran. `application/json` otherwise (no or a wildcard `Accept`): 200 for every
   well-formed request. 406 when the client accepts neither.
 - Every response, whatever produced it, carries `X-Request-Id`, `nosniff`, frame denial and
-  a CSP (the GraphiQL page gets one that allows its own origin and inline code by hash).
+  a CSP (the GraphiQL page gets one that allows its own origin and inline code by hash;
+  pages under a path of `path_csps`, such as the dashboard, get their own).
 """
 
 from __future__ import annotations
