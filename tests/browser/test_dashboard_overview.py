@@ -46,6 +46,9 @@ async def test_card_counts_follow_other_clients_live(
     await expect(count(page, "email", "PENDING")).to_have_text("1")
     await expect(page.locator(".chart").first.locator(".legend-enqueued strong")).to_have_text("1")
     await live(page)
+    # An event of another type shows the subscription is live before the counts are watched.
+    enqueue(server, ADMIN_SECRET, type="pdf")
+    await expect(count(page, "pdf", "PENDING")).to_have_text("1")
     calls = api_calls(watched)
 
     enqueue(server, ADMIN_SECRET, type="email")
@@ -54,9 +57,9 @@ async def test_card_counts_follow_other_clients_live(
     server.gql(CLAIM, {"types": ["email"]}, ADMIN_SECRET)
     await expect(count(page, "email", "PENDING")).to_have_text("2")
     await expect(count(page, "email", "RUNNING")).to_have_text("1")
-    await expect(count(page, "pdf", "PENDING")).to_have_text("0")
+    await expect(count(page, "pdf", "PENDING")).to_have_text("1")
     hour = page.locator(".chart").first
-    await expect(hour.locator(".legend-enqueued strong")).to_have_text("3")
+    await expect(hour.locator(".legend-enqueued strong")).to_have_text("4")
     await expect(hour.locator(".legend-started strong")).to_have_text("1")
     await expect(page.locator(".card[data-type='email'] .oldest")).to_contain_text("Oldest pending")
     assert api_calls(watched) == calls  # no polling, no reload: the subscription did it all
