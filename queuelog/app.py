@@ -34,6 +34,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 
+from queuelog import dashboard
 from queuelog.auth.backend import (
     ApiKeyBackend,
     InvalidKey,
@@ -298,7 +299,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     ]
     if graphql.graphql_ide:
         routes.append(Mount(ASSETS_PATH, GraphiQLAssets()))
-    middleware = [Middleware(EdgeHeaders, page_csp=csp)]
+    if settings.dashboard:
+        routes += dashboard.routes()
+    middleware = [Middleware(EdgeHeaders, page_csp=csp, path_csps={dashboard.PATH: dashboard.CSP})]
     labels = OperationLabels(root_fields(graphql.schema.as_str()), settings.max_tokens)
     observer = Middleware(OperationObserver, labels=labels, body_max=settings.request_max_bytes)
     if settings.allowed_origins:

@@ -133,6 +133,7 @@ class Settings(BaseSettings):
     prepared_operations: bool = True
 
     graphiql: bool = True
+    dashboard: bool = True  # the operations dashboard at /dashboard
     introspection: bool = True
 
     # the GraphQL edge (see SECURITY.md)

@@ -6,7 +6,8 @@ security headers and the per-key rate limit (the view itself is `queuelog.view`)
   once execution ran. `application/json` otherwise (no or a wildcard `Accept`): 200 for every
   well-formed request. 406 when the client accepts neither.
 - Every response, whatever produced it, carries `X-Request-Id`, `nosniff`, frame denial and
-  a CSP (the GraphiQL page gets one that allows its own origin and inline code by hash).
+  a CSP (the GraphiQL page gets one that allows its own origin and inline code by hash;
+  pages under a path of `path_csps`, such as the dashboard, get their own).
 """
 
 from __future__ import annotations
@@ -122,9 +123,13 @@ class EdgeHeaders:
     """Give each request an id (`X-Request-Id`, kept from the client when it is sane) and
     every HTTP response the security headers."""
 
-    def __init__(self, app: ASGIApp, page_csp: str = API_CSP) -> None:
+    def __init__(
+        self, app: ASGIApp, page_csp: str = API_CSP, path_csps: dict[str, str] | None = None
+    ) -> None:
         self.app = app
         self.page_csp = page_csp
+        # HTML pages under these path prefixes get their own CSP instead of page_csp.
+        self.path_csps = [(prefix, csp.encode()) for prefix, csp in (path_csps or {}).items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -134,6 +139,9 @@ class EdgeHeaders:
         request_id = given if _REQUEST_ID.fullmatch(given) else f"{_ids.getrandbits(128):032x}"
         scope.setdefault("state", {})["request_id"] = request_id
         page_csp = self.page_csp.encode()
+        for prefix, csp in self.path_csps:
+            if scope["path"] == prefix or scope["path"].startswith(prefix + "/"):
+                page_csp = csp
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
