@@ -13,6 +13,7 @@ import asyncio
 import os
 from collections.abc import Iterator, Sequence
 from datetime import datetime
+from typing import Generic, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -24,6 +25,7 @@ from prometheus_client import (
     multiprocess,
 )
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -92,6 +94,25 @@ SUBSCRIPTIONS = Gauge(
 )
 
 
+M = TypeVar("M", bound=MetricWrapperBase)
+
+
+class Children(Generic[M]):
+    """A labelled metric's children by label values, each looked up in the metric once: the
+    label values (job types, root fields, outcomes) are few and fixed by the settings and
+    the schema, and `labels()` takes a lock on every call."""
+
+    def __init__(self, metric: M) -> None:
+        self.metric = metric
+        self.children: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        child = self.children.get(values)
+        if child is None:
+            child = self.children[values] = self.metric.labels(*values)
+        return child
+
+
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
     if start is None or end is None:
         return None
@@ -101,38 +122,52 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
 class JobMetrics(JobObserver):
     """Counts what the job service reports after each commit."""
 
+    def __init__(self) -> None:
+        self.enqueued_by = Children(ENQUEUED)
+        self.claimed_by = Children(CLAIMED)
+        self.completed_by = Children(COMPLETED)
+        self.failed_by = Children(FAILED)
+        self.retried_by = Children(RETRIED)
+        self.expired_by = Children(LEASES_EXPIRED)
+        self.wait_by = Children(WAIT_SECONDS)
+        self.run_by = Children(RUN_SECONDS)
+
     def enqueued(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
-            ENQUEUED.labels(job.type).inc()
+            self.enqueued_by(job.type).inc()
 
     def claimed(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
-            CLAIMED.labels(job.type).inc()
+            self.claimed_by(job.type).inc()
             # Due at run_at, or when enqueued if that was later (run_at in the past).
             wait = _seconds(max(job.run_at, job.created_at), job.claimed_at)
             if wait is not None:
-                WAIT_SECONDS.labels(job.type).observe(wait)
+                self.wait_by(job.type).observe(wait)
 
     def finished(self, job: Job, started: datetime | None, retried: bool) -> None:
         if retried:
-            RETRIED.labels(job.type).inc()
+            self.retried_by(job.type).inc()
         elif job.status is Status.COMPLETED:
-            COMPLETED.labels(job.type).inc()
+            self.completed_by(job.type).inc()
         else:
-            FAILED.labels(job.type).inc()
+            self.failed_by(job.type).inc()
         run = _seconds(started, job.finished_at or job.updated_at)
         if run is not None:
-            RUN_SECONDS.labels(job.type).observe(run)
+            self.run_by(job.type).observe(run)
 
     def leases_expired(self, expired: Sequence[Expired]) -> None:
         for job_type, retried in expired:
-            LEASES_EXPIRED.labels(job_type).inc()
-            (RETRIED if retried else FAILED).labels(job_type).inc()
+            self.expired_by(job_type).inc()
+            (self.retried_by if retried else self.failed_by)(job_type).inc()
+
+
+_REQUESTS_BY = Children(GRAPHQL_REQUESTS)
+_SECONDS_BY = Children(GRAPHQL_SECONDS)
 
 
 def observe_request(operation: str, outcome: str, seconds: float) -> None:
-    GRAPHQL_REQUESTS.labels(operation, outcome).inc()
-    GRAPHQL_SECONDS.labels(operation).observe(seconds)
+    _REQUESTS_BY(operation, outcome).inc()
+    _SECONDS_BY(operation).observe(seconds)
 
 
 class _JobGauges(Collector):
