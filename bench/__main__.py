@@ -2,7 +2,8 @@
 (benchmarks.json, performance.md, claim-latency.png).
 
 `--smoke` runs every benchmark for a second or so and asserts no speed (the tests run it so
-the suite cannot rot). `--soak-seconds` sets the memory soak. `--report-only` runs nothing:
+the suite cannot rot). `--soak-seconds` sets the memory soak. `--section NAME` runs that
+section alone and prints its results (nothing written). `--report-only` runs nothing:
 it writes performance.md and the plot again from the benchmarks.json already there.
 """
 
@@ -24,6 +25,7 @@ from bench import (
     attack_sockets,
     bench_backlog,
     bench_http,
+    bench_limits,
     bench_peers,
     bench_service,
     bench_subscriptions,
@@ -107,7 +109,13 @@ async def run_backend(backend: str, workdir: Path, profile: Profile) -> dict[str
     out["attacks"] = await _attacks(backend, workdir, profile)
     _log(f"{backend}: 8. workers end to end")
     out["workers"] = await bench_workers.run(backend, workdir, profile.smoke)
+    _log(f"{backend}: 9. claim latency with job-type limits")
+    out["limits"] = await bench_limits.run(backend, workdir, profile)
     return out
+
+
+# Sections `--section` may run alone: each takes (backend, workdir, profile).
+SECTIONS = {"limits": bench_limits.run}
 
 
 async def _attacks(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
@@ -150,12 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--report-only", action="store_true", help="rewrite the report from OUT/benchmarks.json"
     )
+    p.add_argument("--section", choices=sorted(SECTIONS), help="run one section; print it")
     args = p.parse_args(argv)
     if args.report_only:
         write_report(json.loads((args.out / "benchmarks.json").read_text()), args.out)
         return 0
     profile = Profile.quick() if args.smoke else Profile.full(args.soak_seconds)
     backends = args.backend or list(BACKENDS)
+    if args.section:
+        return _section(SECTIONS[args.section], backends, profile)
     # The in-process benchmarks run on the event loop the server runs on (uvicorn picks
     # uvloop, which `uvicorn[standard]` installs).
     with (
@@ -170,6 +181,16 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "benchmarks.json").write_text(json.dumps(results, indent=1, default=str))
     write_report(results, args.out)
     _log(f"wrote {args.out / 'performance.md'} in {results['elapsed_s'] / 60:.1f} min")
+    return 0
+
+
+def _section(section: Any, backends: list[str], profile: Profile) -> int:
+    with (
+        tempfile.TemporaryDirectory(prefix="queuelog-bench-") as tmp,
+        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
+    ):
+        got = {b: runner.run(section(b, Path(tmp), profile)) for b in backends}
+    print(json.dumps(got, indent=1, default=str))
     return 0
 
 
