@@ -1,10 +1,11 @@
 """Prometheus metrics, served at GET /metrics in the text format.
 
-Two kinds: the job gauges `queuelog_jobs{type,status}` are the database's counters, read at
-each scrape, so every replica reports the same numbers; everything else is this process's
-own (jobs it enqueued, claimed, settled; GraphQL requests it answered; subscriptions it
-holds). When several processes serve (PROMETHEUS_MULTIPROC_DIR set before start, as
-prometheus_client's multiprocess mode asks), a scrape of any of them sums every process's.
+Two kinds: the job gauges `queuelog_jobs{type,status}` and `queuelog_job_type_paused{type}`
+are the database's, read at each scrape, so every replica reports the same numbers;
+everything else is this process's own (jobs it enqueued, claimed, settled; GraphQL
+requests it answered; subscriptions it holds). When several processes serve
+(PROMETHEUS_MULTIPROC_DIR set before start, as prometheus_client's multiprocess mode
+asks), a scrape of any of them sums every process's.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import os
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -36,6 +37,8 @@ from queuelog.runtime import Services
 from queuelog.service.models import READERS, Job
 from queuelog.service.observer import Expired, JobObserver
 from queuelog.storage import counts as counts_sql
+from queuelog.storage import job_types as types_sql
+from queuelog.storage.tx import Tx
 
 MULTIPROCESS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
 
@@ -170,12 +173,27 @@ def observe_request(operation: str, outcome: str, seconds: float) -> None:
     _SECONDS_BY(operation).observe(seconds)
 
 
+class Scraped(NamedTuple):
+    """What a scrape reads from the database: jobs by type and status, and paused types."""
+
+    counts: list[tuple[str, str, int]]
+    paused: frozenset[str]
+
+
+def read_scraped(tx: Tx, job_types: Sequence[str]) -> Scraped:
+    states = types_sql.states(tx, job_types)
+    paused = frozenset(name for name, state in states.items() if state.paused)
+    return Scraped(counts_sql.by_type_and_status(tx), paused)
+
+
 class _JobGauges(Collector):
     """`queuelog_jobs{type,status}` from counts read just before: every configured type
-    and status, zero where there are none, and any other type the table still holds."""
+    and status, zero where there are none, and any other type the table still holds; and
+    `queuelog_job_type_paused{type}`, 1 for a paused type, for every configured type."""
 
-    def __init__(self, counts: list[tuple[str, str, int]], job_types: Sequence[str]) -> None:
-        self.counts = counts
+    def __init__(self, scraped: Scraped, job_types: Sequence[str]) -> None:
+        self.counts = scraped.counts
+        self.paused = scraped.paused
         self.job_types = job_types
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -188,9 +206,17 @@ class _JobGauges(Collector):
         for (job_type, status), n in sorted(values.items()):
             family.add_metric([job_type, status], n)
         yield family
+        paused = GaugeMetricFamily(
+            "queuelog_job_type_paused",
+            "1 while claims skip the type (pauseJobType), else 0 (the database's)",
+            labels=["type"],
+        )
+        for job_type in sorted(self.job_types):
+            paused.add_metric([job_type], 1 if job_type in self.paused else 0)
+        yield paused
 
 
-def render(counts: list[tuple[str, str, int]], job_types: Sequence[str]) -> bytes:
+def render(scraped: Scraped, job_types: Sequence[str]) -> bytes:
     """The exposition: this process's metrics (or every process's, in multiprocess mode)
     and the job gauges."""
     if MULTIPROCESS_DIR:
@@ -200,7 +226,7 @@ def render(counts: list[tuple[str, str, int]], job_types: Sequence[str]) -> byte
     else:
         own = generate_latest(REGISTRY)
     jobs = CollectorRegistry()
-    jobs.register(_JobGauges(counts, job_types))
+    jobs.register(_JobGauges(scraped, job_types))
     return own + generate_latest(jobs)
 
 
@@ -221,9 +247,9 @@ class MetricsEndpoint:
             if user.actor.role not in READERS:
                 return _refused(403, "FORBIDDEN", "only an admin key may read the metrics")
         self.refresh_subscriptions()
-        counts = await self.services.db.read(counts_sql.by_type_and_status)
         job_types = self.services.settings.job_types
-        body = await asyncio.to_thread(render, counts, job_types)
+        scraped = await self.services.db.read(read_scraped, job_types)
+        body = await asyncio.to_thread(render, scraped, job_types)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

@@ -147,6 +147,19 @@ async def test_a_repeated_ack_is_counted_once(live: tuple[LiveServer, str]) -> N
     assert delta("queuelog_job_run_seconds_count") == 3
 
 
+async def test_paused_types_are_the_databases(live: tuple[LiveServer, str]) -> None:
+    server, key = live
+
+    def paused(samples: Samples) -> dict[str, float]:
+        return {t: value(samples, "queuelog_job_type_paused", type=t) for t in ("email", "pdf")}
+
+    assert paused(await scrape(server, key)) == {"email": 0.0, "pdf": 0.0}
+    await gql(server, key, 'mutation { pauseJobType(type: "pdf") { jobType { paused } } }')
+    assert paused(await scrape(server, key)) == {"email": 0.0, "pdf": 1.0}
+    await gql(server, key, 'mutation { resumeJobType(type: "pdf") { jobType { paused } } }')
+    assert paused(await scrape(server, key)) == {"email": 0.0, "pdf": 0.0}
+
+
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_an_expired_lease_is_counted(
     live: tuple[LiveServer, str], services: Services
