@@ -2,7 +2,8 @@
 (benchmarks.json, performance.md, claim-latency.png).
 
 `--smoke` runs every benchmark for a second or so and asserts no speed (the tests run it so
-the suite cannot rot). `--soak-seconds` sets the memory soak. `--report-only` runs nothing:
+the suite cannot rot). `--soak-seconds` sets the memory soak. `--section NAME` runs that
+section alone and writes OUT/bench-NAME.json (no report). `--report-only` runs nothing:
 it writes performance.md and the plot again from the benchmarks.json already there.
 """
 
@@ -25,6 +26,7 @@ from bench import (
     bench_backlog,
     bench_dashboard,
     bench_http,
+    bench_limits,
     bench_peers,
     bench_service,
     bench_subscriptions,
@@ -108,18 +110,24 @@ async def run_backend(backend: str, workdir: Path, profile: Profile) -> dict[str
     out["attacks"] = await _attacks(backend, workdir, profile)
     _log(f"{backend}: 8. workers end to end")
     out["workers"] = await bench_workers.run(backend, workdir, profile.smoke)
+    out["limits"] = await _limits(backend, workdir, profile)
     out["dashboard"] = await _dashboard(backend, workdir, profile)
     return out
 
 
+async def _limits(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
+    _log(f"{backend}: 9. claim latency with job-type limits")
+    return await bench_limits.run(backend, workdir, profile)
+
+
 async def _dashboard(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
     size, repeats = (2_000, 1) if profile.smoke else (1_000_000, 5)
-    _log(f"{backend}: 9. dashboard queries at {size:,} jobs")
+    _log(f"{backend}: 10. dashboard queries at {size:,} jobs")
     return await bench_dashboard.run(backend, workdir, size, repeats)
 
 
 # What `--section` runs alone, by name: each backend's part only, no peers, no report.
-SECTIONS = {"dashboard": _dashboard}
+SECTIONS = {"limits": _limits, "dashboard": _dashboard}
 
 
 async def _attacks(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:

@@ -49,27 +49,33 @@ COLUMNS = (
 )
 
 
-def _rows(n: int, rng: random.Random) -> Iterator[tuple[Any, ...]]:
+def _rows(n: int, rng: random.Random, keys: int) -> Iterator[tuple[Any, ...]]:
     now = datetime.now(UTC)
     for i in range(n):
         when = now - timedelta(seconds=rng.uniform(60, 86_400))
+        key = (f"k{rng.randrange(keys)}",) if keys else ()
         yield ("email", f'{{"n": {i}}}', rng.choice((0, 10, 20, 30)), "pending", 0, 3,
-               "bench-producer", when, when, when)  # fmt: skip
+               "bench-producer", when, when, when, *key)  # fmt: skip
 
 
-def _load_sqlite(url: str, n: int, rng: random.Random) -> None:
+def _columns(keys: int) -> str:
+    return COLUMNS + (", concurrency_key" if keys else "")
+
+
+def _load_sqlite(url: str, n: int, rng: random.Random, keys: int = 0) -> None:
     import sqlite3
 
     conn = sqlite3.connect(sqlite_path(url), isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")
-        sql = f"INSERT INTO jobs ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        marks = ", ".join("?" * (11 if keys else 10))
+        sql = f"INSERT INTO jobs ({_columns(keys)}) VALUES ({marks})"
         fmt = "%Y-%m-%d %H:%M:%S.%f"  # SQLAlchemy's SQLite datetime text, naive UTC
         conn.executemany(
             sql,
             (
-                (*r[:7], *(t.replace(tzinfo=None).strftime(fmt) for t in r[7:]))
-                for r in _rows(n, rng)
+                (*r[:7], *(t.replace(tzinfo=None).strftime(fmt) for t in r[7:10]), *r[10:])
+                for r in _rows(n, rng, keys)
             ),
         )
         conn.execute("COMMIT")
@@ -77,17 +83,23 @@ def _load_sqlite(url: str, n: int, rng: random.Random) -> None:
         conn.close()
 
 
-def _load_postgres(url: str, n: int, rng: random.Random) -> None:
+def _load_postgres(url: str, n: int, rng: random.Random, keys: int = 0) -> None:
     import psycopg
 
     with psycopg.connect(psycopg_url(url)) as conn:
-        with conn.cursor() as cur, cur.copy(f"COPY jobs ({COLUMNS}) FROM STDIN") as copy:
-            for row in _rows(n, rng):
+        with conn.cursor() as cur, cur.copy(f"COPY jobs ({_columns(keys)}) FROM STDIN") as copy:
+            for row in _rows(n, rng, keys):
                 copy.write_row(row)
         conn.commit()
 
 
-def _pending(url: str, backend: str) -> int:
+def load(backend: str, url: str, n: int, rng: random.Random, keys: int = 0) -> None:
+    """Bulk-load `n` pending "email" jobs (with `keys` > 0: each with one of that many
+    concurrency keys, at random)."""
+    (_load_sqlite if backend == "sqlite" else _load_postgres)(url, n, rng, keys)
+
+
+def pending(url: str, backend: str) -> int:
     sql = "SELECT count(*) FROM jobs WHERE status = 'pending'"
     if backend == "sqlite":
         import sqlite3
@@ -114,9 +126,8 @@ class _Backlog:
     load_s: float = 0.0
 
     def top_up(self, backend: str, rng: random.Random) -> None:
-        load = _load_sqlite if backend == "sqlite" else _load_postgres
         t0 = time.perf_counter()
-        load(self.url, self.size - _pending(self.url, backend), rng)
+        load(backend, self.url, self.size - pending(self.url, backend), rng)
         self.load_s += time.perf_counter() - t0
 
 
@@ -142,11 +153,11 @@ async def run(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
         for _ in range(profile.repeats):
             for b in backlogs:
                 b.top_up(backend, rng)
-                took = await _timed_claims(b.services.service, "email", profile.claims)
+                took = await timed_claims(b.services.service, "email", profile.claims)
                 b.p50s.append(percentile(took, 50) * 1e3)
                 b.p99s.append(percentile(took, 99) * 1e3)
             largest = backlogs[-1].services.service
-            took = await _timed_claims(largest, "sync", profile.claims, _enqueue_sync)
+            took = await timed_claims(largest, "sync", profile.claims, _enqueue_sync)
             other_p50s.append(percentile(took, 50) * 1e3)
             other_p99s.append(percentile(took, 99) * 1e3)
     out: dict[str, Any] = {
@@ -154,8 +165,8 @@ async def run(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
         for b in backlogs
     }
     first, last = backlogs[0], backlogs[-1]
-    ratios = _paired(last.p50s, first.p50s)
-    other_ratios = _paired(other_p50s, first.p50s)
+    ratios = paired(last.p50s, first.p50s)
+    other_ratios = paired(other_p50s, first.p50s)
     out["ratio"] = median(ratios)
     out["ratios"] = ratios
     out["other_type"] = {
@@ -168,7 +179,7 @@ async def run(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
     return out
 
 
-def _paired(mine: list[float], reference: list[float]) -> list[float]:
+def paired(mine: list[float], reference: list[float]) -> list[float]:
     return [m / r for m, r in zip(mine, reference, strict=True)]
 
 
@@ -176,7 +187,7 @@ async def _enqueue_sync(service: JobService) -> None:
     await service.enqueue(PRODUCER, EnqueueRequest("sync"))
 
 
-async def _timed_claims(
+async def timed_claims(
     service: JobService,
     job_type: str,
     n: int,

@@ -1,4 +1,4 @@
-"""9. The dashboard's queries against 1,000,000 jobs, through a live server over HTTP.
+"""10. The dashboard's queries against 1,000,000 jobs, through a live server over HTTP.
 
 The jobs are bulk-loaded with raw SQL (executemany in one transaction on SQLite, COPY on
 PostgreSQL) into a migrated database: ten job types of skewed popularity, twenty producers,

@@ -1,6 +1,6 @@
 """docs/performance.md and the claim-latency plot, from the results of one run, followed by
 the hand-written notes of bench/notes.md. Section 6 and the Targets rows against the peers
-are report_peers.py's."""
+are report_peers.py's; section 9's table is bench_limits.py's."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench import bench_limits
 from bench.report_dashboard import dashboard_section, dashboard_targets
 from bench.report_peers import num, peer_targets, peers_section, verdict
 
@@ -185,9 +186,12 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
     workers = {name: be[name]["workers"] for name in names if "workers" in be[name]}
     if workers:
         out += ["## 8. Workers end to end", "", *_workers(workers), ""]
+    limited = {name: be[name]["limits"] for name in names if "limits" in be[name]}
+    if limited:
+        out += ["## 9. Claim latency with job-type limits", "", *bench_limits.report(limited), ""]
     dash = {name: be[name]["dashboard"] for name in names if "dashboard" in be[name]}
     if dash:
-        out += ["## 9. Dashboard queries at a million jobs", "", *dashboard_section(dash), ""]
+        out += ["## 10. Dashboard queries at a million jobs", "", *dashboard_section(dash), ""]
     out += ["## Memory", ""]
     for name in names:
         m = be[name].get("memory")
@@ -358,6 +362,8 @@ def _targets() -> list[tuple[str, Any]]:
          lambda b: (num(b["http"]["batch"]["rate"]), b["http"]["batch"]["rate"] >= 20_000)),
         ("claim at largest backlog ≤ 1.5x at 1k, same repeat",
          lambda b: (f"{b['backlog']['ratio']:.2f}x", b["backlog"]["ratio"] <= 1.5)),
+        ("with limits: claim at largest backlog ≤ 1.5x at 1k, same repeat",
+         lambda b: (f"{b['limits']['ratio']:.2f}x", b["limits"]["ratio"] <= 1.5)),
         ("RSS flat ± 10 %",
          lambda b: (f"{b['memory']['drift_pct']:+.1f} %", abs(b["memory"]["drift_pct"]) <= 10)),
         ("workers, 4 per side: ≥ 1.0x huey's consumer (SQLite)",

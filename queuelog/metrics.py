@@ -1,10 +1,11 @@
 """Prometheus metrics, served at GET /metrics in the text format.
 
-Two kinds: the job gauges `queuelog_jobs{type,status}` are the database's counters, read at
-each scrape, so every replica reports the same numbers; everything else is this process's
-own (jobs it enqueued, claimed, settled; GraphQL requests it answered; subscriptions it
-holds). When several processes serve (PROMETHEUS_MULTIPROC_DIR set before start, as
-prometheus_client's multiprocess mode asks), a scrape of any of them sums every process's.
+Two kinds: the job gauges `queuelog_jobs{type,status}` and `queuelog_job_type_paused{type}`
+are the database's, read at each scrape, so every replica reports the same numbers;
+everything else is this process's own (jobs it enqueued, claimed, settled; GraphQL
+requests it answered; subscriptions it holds). When several processes serve
+(PROMETHEUS_MULTIPROC_DIR set before start, as prometheus_client's multiprocess mode
+asks), a scrape of any of them sums every process's.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import os
 from collections.abc import Iterator, Sequence
 from datetime import datetime
+from typing import Generic, NamedTuple, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -24,6 +26,7 @@ from prometheus_client import (
     multiprocess,
 )
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -34,6 +37,8 @@ from queuelog.runtime import Services
 from queuelog.service.models import READERS, Job
 from queuelog.service.observer import Expired, JobObserver
 from queuelog.storage import counts as counts_sql
+from queuelog.storage import job_types as types_sql
+from queuelog.storage.tx import Tx
 
 MULTIPROCESS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
 
@@ -92,6 +97,25 @@ SUBSCRIPTIONS = Gauge(
 )
 
 
+M = TypeVar("M", bound=MetricWrapperBase)
+
+
+class Children(Generic[M]):
+    """A labelled metric's children by label values, each looked up in the metric once: the
+    label values (job types, root fields, outcomes) are few and fixed by the settings and
+    the schema, and `labels()` takes a lock on every call."""
+
+    def __init__(self, metric: M) -> None:
+        self.metric = metric
+        self.children: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        child = self.children.get(values)
+        if child is None:
+            child = self.children[values] = self.metric.labels(*values)
+        return child
+
+
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
     if start is None or end is None:
         return None
@@ -101,46 +125,75 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
 class JobMetrics(JobObserver):
     """Counts what the job service reports after each commit."""
 
+    def __init__(self) -> None:
+        self.enqueued_by = Children(ENQUEUED)
+        self.claimed_by = Children(CLAIMED)
+        self.completed_by = Children(COMPLETED)
+        self.failed_by = Children(FAILED)
+        self.retried_by = Children(RETRIED)
+        self.expired_by = Children(LEASES_EXPIRED)
+        self.wait_by = Children(WAIT_SECONDS)
+        self.run_by = Children(RUN_SECONDS)
+
     def enqueued(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
-            ENQUEUED.labels(job.type).inc()
+            self.enqueued_by(job.type).inc()
 
     def claimed(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
-            CLAIMED.labels(job.type).inc()
+            self.claimed_by(job.type).inc()
             # Due at run_at, or when enqueued if that was later (run_at in the past).
             wait = _seconds(max(job.run_at, job.created_at), job.claimed_at)
             if wait is not None:
-                WAIT_SECONDS.labels(job.type).observe(wait)
+                self.wait_by(job.type).observe(wait)
 
     def finished(self, job: Job, started: datetime | None, retried: bool) -> None:
         if retried:
-            RETRIED.labels(job.type).inc()
+            self.retried_by(job.type).inc()
         elif job.status is Status.COMPLETED:
-            COMPLETED.labels(job.type).inc()
+            self.completed_by(job.type).inc()
         else:
-            FAILED.labels(job.type).inc()
+            self.failed_by(job.type).inc()
         run = _seconds(started, job.finished_at or job.updated_at)
         if run is not None:
-            RUN_SECONDS.labels(job.type).observe(run)
+            self.run_by(job.type).observe(run)
 
     def leases_expired(self, expired: Sequence[Expired]) -> None:
         for job_type, retried in expired:
-            LEASES_EXPIRED.labels(job_type).inc()
-            (RETRIED if retried else FAILED).labels(job_type).inc()
+            self.expired_by(job_type).inc()
+            (self.retried_by if retried else self.failed_by)(job_type).inc()
+
+
+_REQUESTS_BY = Children(GRAPHQL_REQUESTS)
+_SECONDS_BY = Children(GRAPHQL_SECONDS)
 
 
 def observe_request(operation: str, outcome: str, seconds: float) -> None:
-    GRAPHQL_REQUESTS.labels(operation, outcome).inc()
-    GRAPHQL_SECONDS.labels(operation).observe(seconds)
+    _REQUESTS_BY(operation, outcome).inc()
+    _SECONDS_BY(operation).observe(seconds)
+
+
+class Scraped(NamedTuple):
+    """What a scrape reads from the database: jobs by type and status, and paused types."""
+
+    counts: list[tuple[str, str, int]]
+    paused: frozenset[str]
+
+
+def read_scraped(tx: Tx, job_types: Sequence[str]) -> Scraped:
+    states = types_sql.states(tx, job_types)
+    paused = frozenset(name for name, state in states.items() if state.paused)
+    return Scraped(counts_sql.by_type_and_status(tx), paused)
 
 
 class _JobGauges(Collector):
     """`queuelog_jobs{type,status}` from counts read just before: every configured type
-    and status, zero where there are none, and any other type the table still holds."""
+    and status, zero where there are none, and any other type the table still holds; and
+    `queuelog_job_type_paused{type}`, 1 for a paused type, for every configured type."""
 
-    def __init__(self, counts: list[tuple[str, str, int]], job_types: Sequence[str]) -> None:
-        self.counts = counts
+    def __init__(self, scraped: Scraped, job_types: Sequence[str]) -> None:
+        self.counts = scraped.counts
+        self.paused = scraped.paused
         self.job_types = job_types
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -153,9 +206,17 @@ class _JobGauges(Collector):
         for (job_type, status), n in sorted(values.items()):
             family.add_metric([job_type, status], n)
         yield family
+        paused = GaugeMetricFamily(
+            "queuelog_job_type_paused",
+            "1 while claims skip the type (pauseJobType), else 0 (the database's)",
+            labels=["type"],
+        )
+        for job_type in sorted(self.job_types):
+            paused.add_metric([job_type], 1 if job_type in self.paused else 0)
+        yield paused
 
 
-def render(counts: list[tuple[str, str, int]], job_types: Sequence[str]) -> bytes:
+def render(scraped: Scraped, job_types: Sequence[str]) -> bytes:
     """The exposition: this process's metrics (or every process's, in multiprocess mode)
     and the job gauges."""
     if MULTIPROCESS_DIR:
@@ -165,7 +226,7 @@ def render(counts: list[tuple[str, str, int]], job_types: Sequence[str]) -> byte
     else:
         own = generate_latest(REGISTRY)
     jobs = CollectorRegistry()
-    jobs.register(_JobGauges(counts, job_types))
+    jobs.register(_JobGauges(scraped, job_types))
     return own + generate_latest(jobs)
 
 
@@ -186,9 +247,9 @@ class MetricsEndpoint:
             if user.actor.role not in READERS:
                 return _refused(403, "FORBIDDEN", "only an admin key may read the metrics")
         self.refresh_subscriptions()
-        counts = await self.services.db.read(counts_sql.by_type_and_status)
         job_types = self.services.settings.job_types
-        body = await asyncio.to_thread(render, counts, job_types)
+        scraped = await self.services.db.read(read_scraped, job_types)
+        body = await asyncio.to_thread(render, scraped, job_types)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

@@ -40,6 +40,9 @@ def test_bench_smoke_runs_every_benchmark_on_both_backends(tmp_path: Path) -> No
         assert dash["admin"]["none"]["first"]["answer"] == 50
         assert dash["admin"]["none"]["count"]["answer"] == dash["jobs"]
         assert dash["stats"]["throughput, all types (admin)"]["answer"] == 1440
+        limits = got["limits"]
+        assert set(limits) >= {"100", "1000", "ratio", "cost"}
+        assert limits["1000"]["with"]["p50_ms"] > 0 and limits["1000"]["without"]["p50_ms"] > 0
     assert set(results["backends"]["sqlite"]["workers"]["ratio"]) == {"1", "4", "16"}
     assert results["peers"]["embedded"]["huey_per_job"] > 0
     assert results["peers"]["server"]["pgqueuer_cycle"] > 0
@@ -52,4 +55,5 @@ def test_bench_smoke_runs_every_benchmark_on_both_backends(tmp_path: Path) -> No
     assert "Claiming another type behind the largest backlog" in report
     assert "load generator cores" in report
     assert "## 8. Workers end to end" in report
+    assert "## 9. Claim latency with job-type limits" in report
     assert (tmp_path / "claim-latency.png").read_bytes()[:4] == b"\x89PNG"

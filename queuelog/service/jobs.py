@@ -270,13 +270,18 @@ class JobService(JobReads):
         def step(_row: Any, now: datetime) -> tuple[Transition, dict[str, Any]]:
             return COMPLETE, {"result": text, "finished_at": now, "updated_at": now}
 
+        again = False  # a repeat answers as the first did, and was counted then
+
         def repeated(row: Any) -> bool:  # this worker's earlier completeJob succeeded
-            return bool(row.status == COMPLETED and row.worker_id == actor.name)
+            nonlocal again
+            again = bool(row.status == COMPLETED and row.worker_id == actor.name)
+            return again
 
         job = await self.db.write(
             self._settle, actor, job_id, step, by_row=False, repeated=repeated
         )
-        self.observer.finished(job, job.claimed_at, retried=False)
+        if not again:
+            self.observer.finished(job, job.claimed_at, retried=False)
         return job
 
     async def fail(
@@ -295,18 +300,23 @@ class JobService(JobReads):
                 return FAIL_AND_RETRY, self._retry_later(row, now, text)
             return FAIL, {"error": text, "finished_at": now, "updated_at": now}
 
+        again = False  # as in `complete`
+
         def repeated(row: Any) -> bool:  # this worker's earlier failJob succeeded
-            return bool(
+            nonlocal again
+            again = bool(
                 row.status in (PENDING, FAILED)
                 and row.worker_id == actor.name
                 and row.error is not None
                 and row.error != LEASE_EXPIRED
                 and (row.status == FAILED or row.claimed_at is None)
             )
+            return again
 
         job = await self.db.write(self._settle, actor, job_id, step, repeated=repeated)
         retried = job.status is Status.PENDING
-        self.observer.finished(job, started, retried)
+        if not again:
+            self.observer.finished(job, started, retried)
         return job, retried
 
     def _retry_later(self, row: Any, now: datetime, error: str) -> dict[str, Any]:

@@ -29,7 +29,8 @@ class JobObserver:
 
     def finished(self, job: Job, started: datetime | None, retried: bool) -> None:
         """An attempt ended by its worker: `job` after it (COMPLETED, FAILED, or PENDING
-        again when `retried`), and when the attempt started."""
+        again when `retried`), and when the attempt started. Told once per attempt: a
+        worker's repeated completeJob or failJob, answered as the first, is not told."""
 
     def leases_expired(self, expired: Sequence[Expired]) -> None:
         """Leases that ran out and were taken back."""

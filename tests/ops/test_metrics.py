@@ -115,6 +115,51 @@ async def test_counters_follow_what_the_api_did(live: tuple[LiveServer, str]) ->
     assert ("queuelog_subscriptions", ()) in after
 
 
+async def test_a_repeated_ack_is_counted_once(live: tuple[LiveServer, str]) -> None:
+    """completeJob and failJob repeated by the holding worker answer as the first did (its
+    answer may have been lost): the job was settled once, so it is counted once."""
+    server, key = live
+    before = await scrape(server, key)
+    for _ in range(3):
+        await gql(server, key, ENQUEUE, t="email")
+    done, gone, again = (await gql(server, key, CLAIM, t="email"))["claimJobs"]["jobs"]
+    fail_for_good = 'mutation($id: ID!) { failJob(id: $id, error: "x", retryable: false) ' \
+        "{ willRetry userErrors { code } } }"  # fmt: skip
+    retry = (
+        'mutation($id: ID!) { failJob(id: $id, error: "boom") { willRetry userErrors { code } } }'
+    )
+    complete = "mutation($id: ID!) { completeJob(id: $id) { job { status } userErrors { code } } }"
+    for _ in range(3):
+        answer = (await gql(server, key, complete, id=done["id"]))["completeJob"]
+        assert answer == {"job": {"status": "COMPLETED"}, "userErrors": []}
+        answer = (await gql(server, key, fail_for_good, id=gone["id"]))["failJob"]
+        assert answer == {"willRetry": False, "userErrors": []}
+        answer = (await gql(server, key, retry, id=again["id"]))["failJob"]
+        assert answer == {"willRetry": True, "userErrors": []}
+    after = await scrape(server, key)
+
+    def delta(name: str) -> float:
+        return value(after, name, type="email") - value(before, name, type="email")
+
+    assert delta("queuelog_jobs_completed_total") == 1
+    assert delta("queuelog_jobs_failed_total") == 1
+    assert delta("queuelog_jobs_retried_total") == 1
+    assert delta("queuelog_job_run_seconds_count") == 3
+
+
+async def test_paused_types_are_the_databases(live: tuple[LiveServer, str]) -> None:
+    server, key = live
+
+    def paused(samples: Samples) -> dict[str, float]:
+        return {t: value(samples, "queuelog_job_type_paused", type=t) for t in ("email", "pdf")}
+
+    assert paused(await scrape(server, key)) == {"email": 0.0, "pdf": 0.0}
+    await gql(server, key, 'mutation { pauseJobType(type: "pdf") { jobType { paused } } }')
+    assert paused(await scrape(server, key)) == {"email": 0.0, "pdf": 1.0}
+    await gql(server, key, 'mutation { resumeJobType(type: "pdf") { jobType { paused } } }')
+    assert paused(await scrape(server, key)) == {"email": 0.0, "pdf": 0.0}
+
+
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_an_expired_lease_is_counted(
     live: tuple[LiveServer, str], services: Services

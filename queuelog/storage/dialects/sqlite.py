@@ -80,9 +80,11 @@ class SQLiteDialect(Dialect):
         f" CROSS JOIN jobs AS pick WHERE pick.id IN ({_DUE.format(asked='asked.name')})"
         f" ORDER BY pick.priority DESC, pick.run_at, pick.id LIMIT ?) {RETURNING}"
     )
+    # `+status`: the ids are looked up by primary key; unanalyzed, SQLite would otherwise
+    # read ix_jobs_status_type and walk every pending job.
     CLAIM_IDS = (
         f"{_SET_CLAIMED} lease_expires_at = ? WHERE id IN (SELECT value FROM json_each(?))"
-        f" AND status = '{PENDING}' {RETURNING}"
+        f" AND +status = '{PENDING}' {RETURNING}"
     )
     EXPIRED_LEASES = (
         f"SELECT {', '.join(JobRow._fields)} FROM jobs INDEXED BY ix_jobs_lease"
