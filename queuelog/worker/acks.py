@@ -26,8 +26,6 @@ Answer = Job | Failed | UserError
 # Errors worth retrying: the server was unreachable, restarting or busy.
 TRANSIENT = ("CONNECTION_FAILED", "RATE_LIMITED", "HTTP_502", "HTTP_503", "HTTP_504")
 TOO_COMPLEX = "QUERY_TOO_COMPLEX"  # a server with lower query limits than the default
-# Requests of reports on their way at once. The server runs a request's fields one after
-# the other, each its own commit; concurrent requests share commits.
 
 
 def transient(exc: Exception) -> bool:
@@ -37,6 +35,8 @@ def transient(exc: Exception) -> bool:
 
 
 class Acks:
+    """The outcomes of one worker's attempts, on their way to the server."""
+
     def __init__(self, client: AsyncClient, batch: int = SETTLE_BATCH) -> None:
         self.client = client
         self.batch = batch
