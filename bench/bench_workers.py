@@ -3,7 +3,8 @@
 - Throughput: one worker process (`queuelog.worker.Worker`, a no-op coroutine handler) at
   concurrency 1, 4 and 16 is started and proven up (it completes a warm-up job); then N jobs
   are enqueued in batches of 100 (`enqueueJobs`) while it works, and the clock runs from the
-  first enqueue until `queueStats` counts the last job COMPLETED.
+  first enqueue until `queueStats` counts the last job COMPLETED (polled every 5 ms once the
+  end is near, less often before).
 - huey, same run, SQLite only: `SqliteHuey` (fsync on) and its consumer (default polling)
   with 1, 4 or 16 thread workers running a no-op task, in a process of its own that starts
   the consumer, runs a warm-up task, then enqueues N tasks one by one itself; the clock runs
@@ -43,6 +44,7 @@ LATENCY_TYPE = "pdf"
 IDLE_TYPE = "sync"  # nothing is ever enqueued on it
 IDLE_CLAIMS = 200
 BATCH = 100
+POLL_MIN, POLL_MAX = 0.005, 0.1  # seconds between two queueStats polls
 STATS = "query($t: String) { queueStats(type: $t) { completed } }"
 IDLE_CLAIM = "mutation($t: [String!]) { claimJob(types: $t, waitSeconds: %d) { job { id } } }"
 
@@ -84,11 +86,20 @@ async def _completed(admin: AsyncClient, job_type: str) -> int:
 
 
 async def _until_completed(admin: AsyncClient, job_type: str, count: int, limit: float) -> None:
-    deadline = time.perf_counter() + limit
-    while await _completed(admin, job_type) < count:
-        if time.perf_counter() > deadline:
+    """Poll `queueStats` until `count` jobs are COMPLETED: every 5 ms near the end, less
+    often while the rate so far says the end is far (each poll costs the server CPU that
+    the workers' requests would otherwise have)."""
+    start = time.perf_counter()
+    deadline = start + limit
+    first = done = await _completed(admin, job_type)
+    while done < count:
+        now = time.perf_counter()
+        if now > deadline:
             raise RuntimeError(f"{job_type}: fewer than {count} jobs completed in {limit:.0f} s")
-        await asyncio.sleep(0.005)
+        rate = (done - first) / (now - start) if done > first else 0.0
+        expected = (count - done) / rate if rate else 0.0
+        await asyncio.sleep(min(max(expected / 4, POLL_MIN), POLL_MAX))
+        done = await _completed(admin, job_type)
 
 
 async def _throughput(server: Server, concurrency: int, n: int) -> float:

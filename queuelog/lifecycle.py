@@ -123,6 +123,16 @@ RETRY = Transition(
     frozenset({"retry_count", "run_at", "updated_at"}),
     frozenset({"claimed_at", "lease_expires_at", "finished_at"}),
 )
+# A claim whose answer could not be delivered (its client went away while it waited): the
+# job goes back to the queue at once, the attempt not counted, by the server for the holder.
+RELEASE = Transition(
+    "release",
+    (Status.RUNNING,),
+    Status.PENDING,
+    frozenset({"updated_at"}),
+    frozenset({"claimed_at", "lease_expires_at"}),
+    guard=Guard.LIVE_LEASE,
+)
 # An expired lease takes the claim away (`claimed_at` cleared), whether the job goes back to
 # the queue or, its retries spent, fails: its last worker is told it lost the job.
 RESCUE_AND_RETRY = Transition(
@@ -152,6 +162,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     FAIL,
     CANCEL,
     RETRY,
+    RELEASE,
     RESCUE_AND_RETRY,
     RESCUE_AND_FAIL,
 )

@@ -15,6 +15,7 @@ from queuelog.client.models import (
     JobStatus,
     Priority,
     QueuelogError,
+    Settlement,
     UserError,
 )
 
@@ -30,5 +31,6 @@ __all__ = [
     "JobStatus",
     "Priority",
     "QueuelogError",
+    "Settlement",
     "UserError",
 ]

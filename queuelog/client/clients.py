@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import httpx
+import orjson
 
 from queuelog.client import operations as ops
 from queuelog.client import stream
@@ -26,6 +27,8 @@ from queuelog.client.models import (
     JobPage,
     JobProgress,
     QueuelogError,
+    Settlement,
+    UserError,
 )
 from queuelog.client.operations import Features, Operation
 
@@ -41,12 +44,19 @@ def _settings(url: str | None, key: str | None) -> tuple[str, str | None]:
     )
 
 
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def _body(query: str, variables: Mapping[str, Any] | None) -> bytes:
+    return orjson.dumps({"query": query, "variables": dict(variables or {})})
+
+
 def _data(response: httpx.Response) -> dict[str, Any]:
     if response.status_code >= 500:
         raise ConnectionFailed(f"the server answered HTTP {response.status_code}")
     try:
-        body = response.json()
-    except ValueError:
+        body = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
         raise QueuelogError(
             f"HTTP_{response.status_code}", response.text[:200] or "no GraphQL answer"
         ) from None
@@ -81,10 +91,11 @@ class AsyncClient:
         http_timeout: float | None = None,
     ) -> dict[str, Any]:
         """Any GraphQL operation; returns its `data` or raises its first error."""
-        body = {"query": query, "variables": dict(variables or {})}
         extra: dict[str, Any] = {} if http_timeout is None else {"timeout": http_timeout}
         try:
-            response = await self._http.post(self.url, json=body, **extra)
+            response = await self._http.post(
+                self.url, content=_body(query, variables), headers=JSON_HEADERS, **extra
+            )
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"{type(exc).__name__}: {exc}") from None
         return _data(response)
@@ -219,6 +230,12 @@ class AsyncClient:
     async def fail(self, id: str, error: str, *, retryable: bool = True) -> Failed:
         return await self._run(lambda f: ops.fail(f, id, error, retryable))
 
+    async def settle(self, settlements: Sequence[Settlement]) -> list[Job | Failed | UserError]:
+        """Several jobs' outcomes in one request (at most `operations.SETTLE_BATCH`): for
+        each, in order, the completed job, the failJob answer, or the refusal of that one
+        outcome. An error of the whole request (unreachable server, limits) is raised."""
+        return await self._run(lambda f: ops.settle(f, settlements))
+
 
 class Client:
     """queuelog's API for blocking code. Use as `with Client() as client:`."""
@@ -242,9 +259,10 @@ class Client:
 
     def execute(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Any GraphQL operation; returns its `data` or raises its first error."""
-        body = {"query": query, "variables": dict(variables or {})}
         try:
-            response = self._http.post(self.url, json=body)
+            response = self._http.post(
+                self.url, content=_body(query, variables), headers=JSON_HEADERS
+            )
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"{type(exc).__name__}: {exc}") from None
         return _data(response)

@@ -138,6 +138,18 @@ class Failed:
     will_retry: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """One job's outcome, for `settle`: completed with `result`, or failed with `error`
+    (`retryable`: back to PENDING while retries remain)."""
+
+    job_id: str
+    completed: bool
+    result: Any = None
+    error: str = ""
+    retryable: bool = True
+
+
 class QueuelogError(Exception):
     """The server refused an operation; `code` is its error code (e.g. NOT_FOUND, FORBIDDEN)."""
 

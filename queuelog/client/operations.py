@@ -5,12 +5,13 @@ answer's `data`; the sync and async clients only differ in how they send it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
-from queuelog.client.models import Failed, Job, JobPage, QueuelogError, UserError
+from queuelog.client.models import Failed, Job, JobPage, QueuelogError, Settlement, UserError
 
 T = TypeVar("T")
 
@@ -62,14 +63,22 @@ class Operation(Generic[T]):
     parse: Callable[[dict[str, Any]], T]
 
 
+def _refusal(out: dict[str, Any]) -> UserError | None:
+    """The payload's first userError, if it has one."""
+    errors = out.get("userErrors") or []
+    if not errors:
+        return None
+    first = errors[0]
+    job = None if out.get("job") is None else Job.of(out["job"])
+    return UserError(first["code"], first["message"], first.get("field"), job)
+
+
 def _payload(data: dict[str, Any], field: str) -> dict[str, Any]:
     """The mutation's payload; its first userError raised as `UserError`."""
     out: dict[str, Any] = data[field]
-    errors = out.get("userErrors") or []
-    if errors:
-        first = errors[0]
-        job = None if out.get("job") is None else Job.of(out["job"])
-        raise UserError(first["code"], first["message"], first.get("field"), job)
+    refused = _refusal(out)
+    if refused is not None:
+        raise refused
     return out
 
 
@@ -223,6 +232,65 @@ def fail(f: Features, job_id: str, error: str, retryable: bool) -> Operation[Fai
         return Failed(Job.of(out["job"]), bool(out["willRetry"]))
 
     return Operation(query, {"id": str(job_id), "error": error, "retryable": retryable}, parse)
+
+
+# The most outcomes one `settle` request carries: each is an aliased field, and the server
+# refuses more aliases than QUEUELOG_MAX_ALIASES (15 by default).
+SETTLE_BATCH = 15
+
+
+@functools.lru_cache(maxsize=512)
+def _settle_document(completed: int, failed: int) -> str:
+    """The document for `completed` completeJob fields then `failed` failJob fields: one text
+    per pair of counts, so the server compiles each shape once."""
+    declared, fields = [], []
+    for k in range(completed):
+        declared.append(f"$i{k}: ID!, $r{k}: JSON")
+        fields.append(
+            f"a{k}: completeJob(id: $i{k}, result: $r{k}) {{ job {{ {HELD_FIELDS} }} {ERRORS} }}"
+        )
+    for k in range(completed, completed + failed):
+        declared.append(f"$i{k}: ID!, $e{k}: String!, $y{k}: Boolean")
+        fields.append(
+            f"a{k}: failJob(id: $i{k}, error: $e{k}, retryable: $y{k}) "
+            f"{{ job {{ {HELD_FIELDS} }} willRetry {ERRORS} }}"
+        )
+    return f"mutation({', '.join(declared)}) {{ {' '.join(fields)} }}"
+
+
+def settle(
+    f: Features, settlements: Sequence[Settlement]
+) -> Operation[list[Job | Failed | UserError]]:
+    """Several outcomes in one request (standard GraphQL: aliased mutation fields, run one
+    after the other). Each answer, in the order given, is the completed `Job`, the `Failed`
+    answer, or the `UserError` that refused that one outcome."""
+    order = sorted(range(len(settlements)), key=lambda i: not settlements[i].completed)
+    completed = sum(s.completed for s in settlements)
+    variables: dict[str, Any] = {}
+    for k, i in enumerate(order):
+        s = settlements[i]
+        variables[f"i{k}"] = str(s.job_id)
+        if s.completed:
+            variables[f"r{k}"] = s.result
+        else:
+            variables[f"e{k}"] = s.error
+            variables[f"y{k}"] = s.retryable
+
+    def parse(data: dict[str, Any]) -> list[Job | Failed | UserError]:
+        answers: dict[int, Job | Failed | UserError] = {}
+        for k, i in enumerate(order):
+            out = data[f"a{k}"]
+            refused = _refusal(out)
+            if refused is not None:
+                answers[i] = refused
+            elif k < completed:
+                answers[i] = Job.of(out["job"])
+            else:
+                answers[i] = Failed(Job.of(out["job"]), bool(out["willRetry"]))
+        return [answers[i] for i in range(len(order))]
+
+    document = _settle_document(completed, len(order) - completed)
+    return Operation(document, variables, parse)
 
 
 def answer(body: Any) -> dict[str, Any]:

@@ -8,13 +8,16 @@ waits (those make no event when they become due).
 
 Of a type with flow limits (`service.job_types`), it also tries again when a job leaves
 RUNNING (a place may be free), when the next token of a rate limit is due, and when a
-type's pause or limits change."""
+type's pause or limits change.
+
+A waiter whose client went away (`gone` finished) stops waiting; jobs it claimed after
+that are given back at once (`give_back`), since nobody will receive them."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from typing import TypeVar
 
 from queuelog.events.feed import EventFeed, Interest
@@ -38,10 +41,13 @@ async def claim_waiting(
     seconds: float,
     recheck: float = RECHECK_SECONDS,
     flow: JobTypeService | None = None,
+    *,
+    gone: Callable[[], Coroutine[object, object, object]] | None = None,
+    give_back: Callable[[list[T]], Awaitable[object]] | None = None,
 ) -> list[T]:
     """`claim()`'s jobs, at once if there are any, else as soon as one of `types` (None:
-    any) enters PENDING and is claimed, or nothing after `seconds`. With `flow`, limited
-    types wake it as the module says."""
+    any) enters PENDING and is claimed, or nothing after `seconds` or once `gone()` ends.
+    With `flow`, limited types wake it as the module says."""
     if seconds <= 0 or not feed.running:
         return await claim()
     start = await feed.db.read(events_sql.head)  # before the claim: nothing slips between
@@ -62,6 +68,9 @@ async def claim_waiting(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     listener = asyncio.create_task(listen())
+    left = asyncio.create_task(gone()) if gone is not None else None
+    if left is not None:
+        left.add_done_callback(lambda _: woken.set())
     watching = contextlib.nullcontext() if flow is None else flow.watching(woken.set)
     try:
         with watching:
@@ -71,13 +80,21 @@ async def claim_waiting(
                     async with asyncio.timeout(wait):
                         await woken.wait()
                 woken.clear()
+                if left is not None and left.done():
+                    return []
                 jobs = await claim()
+                if jobs and left is not None and left.done():
+                    if give_back is not None:
+                        await give_back(jobs)
+                    return []
                 if jobs or listener.done():
                     return jobs
                 if hints.limited and flow is not None:
                     hints = await flow.wait_hints(types)
         return []
     finally:
-        listener.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):  # e.g. CursorExpired
-            await listener
+        for task in (listener, left):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):  # CursorExpired
+                    await task

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import strawberry
+from starlette.requests import Request
 from strawberry.scalars import JSON
 
 from queuelog.events.claims import claim_waiting
@@ -63,12 +64,24 @@ async def _claim(
 ) -> list[models.Job]:
     ctx, actor = info.context, info.context.require_actor()
     seconds = ctx.service.claim_wait(wait)
+    request = ctx.request
+
+    async def gone() -> None:
+        """Ends when the HTTP client disconnects (the request's body was read already)."""
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    async def give_back(jobs: list[models.Job]) -> None:
+        await ctx.service.release(actor, [j.id for j in jobs])
+
     return await claim_waiting(
         ctx.feed,
         lambda: ctx.service.claim(actor, types, lease_seconds, limit),
         types,
         seconds,
         flow=ctx.job_types,
+        gone=gone if isinstance(request, Request) else None,
+        give_back=give_back,
     )
 
 

@@ -378,6 +378,10 @@ class JobService(JobReads):
             return self._shown(actor, row)
         raise ownership.refusal(tx, actor, row, job_id)
 
+    async def release(self, actor: Actor, job_ids: Sequence[int]) -> int:
+        """Give back jobs a claim took whose answer could not be delivered."""
+        return await self.db.write(lambda tx: ownership.release(tx, actor, job_ids, self.clock()))
+
     # -- leases -------------------------------------------------------------------------
 
     async def rescue_expired(self) -> int:

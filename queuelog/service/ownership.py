@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from queuelog.lifecycle import RUNNING, lost_by_rescue
+from queuelog.lifecycle import RELEASE, RUNNING, lost_by_rescue
 from queuelog.service import errors
 from queuelog.service.models import Actor, Job
 from queuelog.service.visibility import may_see, shown
@@ -21,6 +22,16 @@ def holds(actor: Actor, row: Any, now: datetime) -> bool:
         and row.lease_expires_at is not None
         and row.lease_expires_at > now
     )
+
+
+def release(tx: Tx, actor: Actor, job_ids: Sequence[int], now: datetime) -> int:
+    """Give back the jobs among `job_ids` that `actor` holds: PENDING again at once, the
+    attempt not counted. Returns how many were given back."""
+    given = [
+        jobs_sql.apply(tx, RELEASE, job_id, {"updated_at": now}, worker=actor.name, at=now)
+        for job_id in job_ids
+    ]
+    return sum(row is not None for row in given)
 
 
 def refusal(tx: Tx, actor: Actor, row: Any, job_id: int) -> errors.DomainError:

@@ -16,20 +16,13 @@ from typing import Any
 
 from queuelog.client.backoff import Backoff
 from queuelog.client.clients import AsyncClient
-from queuelog.client.models import ConnectionFailed, Job, JobStatus, QueuelogError, UserError
+from queuelog.client.models import Failed, Job, JobStatus, QueuelogError, Settlement, UserError
+from queuelog.worker.acks import Acks, transient
 from queuelog.worker.job import PermanentError, RunningJob, has_progress
 
 log = logging.getLogger("queuelog.worker")
 Handler = Callable[[RunningJob], Any]
-# Errors worth retrying: the server was unreachable, restarting or busy.
-TRANSIENT = ("CONNECTION_FAILED", "RATE_LIMITED", "HTTP_502", "HTTP_503", "HTTP_504")
 PROGRESS_INTERVAL = 0.2  # the earliest a reported progress goes out after the last heartbeat
-
-
-def transient(exc: Exception) -> bool:
-    return isinstance(exc, ConnectionFailed) or (
-        isinstance(exc, QueuelogError) and exc.code in TRANSIENT
-    )
 
 
 class Stopped(Exception):
@@ -82,14 +75,17 @@ class Attempt:
     def __init__(
         self,
         client: AsyncClient,
+        acks: Acks,
         job: Job,
         handler: Handler,
         *,
         lease_seconds: int | None,
         timeout: float | None,
         received_at: float,
+        on_handled: Callable[[], None] = lambda: None,
     ) -> None:
         self.client = client
+        self.acks = acks
         self.job = job
         self.running = RunningJob(job)
         self.handler = handler
@@ -99,6 +95,8 @@ class Attempt:
         # The server set the lease before we received it: it has certainly ended by then.
         self.lost_after = received_at + self.lease
         self.started = time.monotonic()
+        self.handled = False  # the handler is over; its outcome may still be on its way
+        self._on_handled = on_handled
         self.stop_reason: str | None = None
         self._wake = asyncio.Event()
         self._handler_task: asyncio.Task[Any] | None = None
@@ -116,7 +114,11 @@ class Attempt:
         self.running.bind(asyncio.get_running_loop(), self._wake)
         beats = asyncio.create_task(self._heartbeats())
         try:
-            outcome = await self._outcome()
+            try:
+                outcome = await self._outcome()
+            finally:
+                self.handled = True
+                self._on_handled()
             if outcome is not None:
                 await self._report(outcome)
             else:
@@ -200,21 +202,21 @@ class Attempt:
         # Other refusals (the job already settled by this attempt's report) end the beats.
 
     async def _report(self, outcome: Outcome) -> None:
+        """Send the one outcome, the same each try, until the server has answered for it."""
+        settlement = Settlement(
+            self.job.id, outcome.completed, outcome.result, outcome.error, outcome.retryable
+        )
         backoff = Backoff(first=0.1, cap=5.0)
         while True:
             try:
-                if outcome.completed:
-                    await self.client.complete(self.job.id, outcome.result)
-                    self._log("COMPLETED")
-                else:
-                    failed = await self.client.fail(
-                        self.job.id, outcome.error, retryable=outcome.retryable
-                    )
-                    verdict = "FAILED, will retry" if failed.will_retry else "FAILED"
+                answer = await self.acks.send(settlement)
+                if isinstance(answer, UserError):
+                    self._settled_already(outcome, answer)
+                elif isinstance(answer, Failed):
+                    verdict = "FAILED, will retry" if answer.will_retry else "FAILED"
                     self._log(verdict, outcome.error)
-                return
-            except UserError as exc:
-                self._settled_already(outcome, exc)
+                else:
+                    self._log("COMPLETED")
                 return
             except QueuelogError as exc:
                 if not transient(exc):

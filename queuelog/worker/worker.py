@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -23,7 +24,8 @@ from typing import Any
 from queuelog.client.backoff import Backoff
 from queuelog.client.clients import AsyncClient
 from queuelog.client.models import Job, QueuelogError
-from queuelog.worker.attempt import Attempt, Handler, transient
+from queuelog.worker.acks import Acks, transient
+from queuelog.worker.attempt import Attempt, Handler
 
 log = logging.getLogger("queuelog.worker")
 IDLE_POLL_CAP = 0.5  # between empty claims, when the server cannot wait for a job itself
@@ -107,9 +109,10 @@ class Worker:
                 loop.add_signal_handler(sig, self._on_signal)
         running: dict[asyncio.Task[None], Attempt] = {}
         async with AsyncClient(self.url, self.key) as client:
+            acks = Acks(client)
             log.info("worker up: %s, concurrency %d", ",".join(types), self.concurrency)
             try:
-                await self._claim_loop(client, types, running)
+                await self._claim_loop(client, acks, types, running)
                 await self._drain(running)
             finally:
                 for task in running:
@@ -119,24 +122,29 @@ class Worker:
                         loop.remove_signal_handler(sig)
 
     async def _claim_loop(
-        self, client: AsyncClient, types: list[str], running: dict[asyncio.Task[None], Attempt]
+        self,
+        client: AsyncClient,
+        acks: Acks,
+        types: list[str],
+        running: dict[asyncio.Task[None], Attempt],
     ) -> None:
         assert self._stopping is not None
         stopping = self._stopping
         errors = Backoff(first=0.1, cap=10.0)
         idle = Backoff(first=0.02, cap=IDLE_POLL_CAP)
+        freed = asyncio.Event()
         while not stopping.is_set():
-            free = self.concurrency - len(running)
+            # A slot is free once its handler is over, while its outcome is still being sent;
+            # at most `concurrency` more jobs may wait for their outcome's answer.
+            handling = sum(not a.handled for a in running.values())
+            free = min(self.concurrency - handling, 2 * self.concurrency - len(running))
             if free <= 0:
-                await _first_of([*running, stopping.wait()])
+                freed.clear()
+                await _either(freed, stopping)
+                await asyncio.sleep(0)  # the handlers that ended together free their slots
                 continue
             try:
-                jobs = await client.claim(
-                    min(free, 100),
-                    types=types,
-                    lease_seconds=self.lease_seconds,
-                    wait_seconds=self.wait_seconds,
-                )
+                jobs = await self._claim(client, types, min(free, 100))
             except QueuelogError as exc:
                 if not transient(exc):
                     raise
@@ -144,27 +152,59 @@ class Worker:
                 log.warning("claim failed (%s); retrying in %.2fs", exc, delay)
                 await _wait(stopping, delay)
                 continue
+            if jobs is None:
+                return
             errors.reset()
             received = time.monotonic()
             for job in jobs:
-                attempt = self._attempt(client, job, received)
+                attempt = self._attempt(client, acks, job, received, freed.set)
                 task = asyncio.create_task(attempt.run())
                 running[task] = attempt
-                task.add_done_callback(lambda t: running.pop(t, None))
+                task.add_done_callback(functools.partial(_ended, running, freed))
             if jobs:
                 idle.reset()
             elif not (await client.features()).wait_seconds:
                 await _wait(stopping, idle.next_delay())
 
-    def _attempt(self, client: AsyncClient, job: Job, received: float) -> Attempt:
+    async def _claim(self, client: AsyncClient, types: list[str], limit: int) -> list[Job] | None:
+        """The jobs of one claim, or None when the worker stopped while the claim waited:
+        the request is then cut, and the server gives back any job it took for it."""
+        assert self._stopping is not None
+        claim = asyncio.create_task(
+            client.claim(
+                limit, types=types, lease_seconds=self.lease_seconds, wait_seconds=self.wait_seconds
+            )
+        )
+        try:
+            await _first_of([claim, self._stopping.wait()])
+        finally:
+            if not claim.done():
+                claim.cancel()
+        try:
+            return await claim
+        except asyncio.CancelledError:
+            if claim.cancelled() and self._stopping.is_set():
+                return None
+            raise
+
+    def _attempt(
+        self,
+        client: AsyncClient,
+        acks: Acks,
+        job: Job,
+        received: float,
+        on_handled: Callable[[], None],
+    ) -> Attempt:
         handler, timeout = self.handlers[job.type]
         return Attempt(
             client,
+            acks,
             job,
             handler,
             lease_seconds=self.lease_seconds,
             timeout=timeout if timeout is not None else self.timeout,
             received_at=received,
+            on_handled=on_handled,
         )
 
     async def _drain(self, running: dict[asyncio.Task[None], Attempt]) -> None:
@@ -182,6 +222,22 @@ async def _wait(event: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(seconds):
             await event.wait()
+
+
+def _ended(
+    running: dict[asyncio.Task[None], Attempt], freed: asyncio.Event, task: asyncio.Task[None]
+) -> None:
+    running.pop(task, None)
+    freed.set()
+
+
+async def _either(a: asyncio.Event, b: asyncio.Event) -> None:
+    waits = [asyncio.create_task(a.wait()), asyncio.create_task(b.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 async def _first_of(waitables: list[Any]) -> None:

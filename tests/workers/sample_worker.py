@@ -2,7 +2,7 @@
 
 The job type comes from SAMPLE_TYPE; the payload says how long to work ("sleep"), and
 whether to hang forever when SAMPLE_HANG is set (so that one process hangs and another
-does not)."""
+does not). SAMPLE_WAIT is how long each claim waits on the server."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ worker = Worker(
     concurrency=2,
     lease_seconds=int(os.environ.get("SAMPLE_LEASE", "30")),
     grace_seconds=float(os.environ.get("SAMPLE_GRACE", "30")),
-    wait_seconds=1,
+    wait_seconds=int(os.environ.get("SAMPLE_WAIT", "1")),
 )
 
 

@@ -154,6 +154,22 @@ def test_sigterm_drains_running_jobs_and_exits_0(
     assert {j["status"] for j in all_jobs(server, job_type)} == {"COMPLETED"}
 
 
+def test_sigterm_while_the_claim_waits_cuts_it_and_takes_no_job(
+    server: LiveServer, workers: Workers, job_type: str
+) -> None:
+    producer = server.create_key("PRODUCER", [job_type])
+    proc = workers.start(server.create_key("WORKER", [job_type]), SAMPLE_WAIT="60")
+    enqueue(server, producer, job_type, [{"n": 0}])
+    wait_for(server, job_type, "COMPLETED", 1)
+    time.sleep(0.5)  # back in a claim that would wait 60 s
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(15) == 0  # the server would answer the claim only after 28 s
+    enqueue(server, producer, job_type, [{"n": 1}])
+    time.sleep(1.0)  # a claim still waiting on the server would have taken it by now
+    statuses = sorted(j["status"] for j in all_jobs(server, job_type))
+    assert statuses == ["COMPLETED", "PENDING"]
+
+
 def test_after_the_grace_period_running_jobs_fail_as_retryable(
     server: LiveServer, workers: Workers, job_type: str
 ) -> None:

@@ -1,0 +1,112 @@
+"""`Acks`: a worker's reports of finished jobs, several in one request when several are
+ready together.
+
+A report goes out at once when no request of reports is on its way; the ones that become
+ready meanwhile wait for it and then leave together (a full batch, `SETTLE_BATCH`, leaves at
+once), so a lone report is never held back and a busy worker sends one request for many
+jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from queuelog.client.clients import AsyncClient
+from queuelog.client.models import (
+    ConnectionFailed,
+    Failed,
+    Job,
+    QueuelogError,
+    Settlement,
+    UserError,
+)
+from queuelog.client.operations import SETTLE_BATCH
+
+Answer = Job | Failed | UserError
+# Errors worth retrying: the server was unreachable, restarting or busy.
+TRANSIENT = ("CONNECTION_FAILED", "RATE_LIMITED", "HTTP_502", "HTTP_503", "HTTP_504")
+TOO_COMPLEX = "QUERY_TOO_COMPLEX"  # a server with lower query limits than the default
+
+
+def transient(exc: Exception) -> bool:
+    return isinstance(exc, ConnectionFailed) or (
+        isinstance(exc, QueuelogError) and exc.code in TRANSIENT
+    )
+
+
+class Acks:
+    """The outcomes of one worker's attempts, on their way to the server."""
+
+    def __init__(self, client: AsyncClient, batch: int = SETTLE_BATCH) -> None:
+        self.client = client
+        self.batch = batch
+        self._ready: list[tuple[Settlement, asyncio.Future[Answer]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def send(self, settlement: Settlement) -> Answer:
+        """The server's answer for this one outcome; raises what made the whole request
+        fail (then nothing is known of this outcome: send it again)."""
+        answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._ready.append((settlement, answer))
+        if not self._sending or len(self._ready) >= self.batch:
+            self._start()
+        return await answer
+
+    def _start(self) -> None:
+        task = asyncio.create_task(self._flush())
+        self._sending.add(task)
+        task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sending.discard(task)
+        if self._ready and not self._sending:
+            self._start()
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(0)  # the reports that become ready in this turn of the loop join
+        taken, self._ready = self._ready[: self.batch], self._ready[self.batch :]
+        batch = [(s, answer) for s, answer in taken if not answer.done()]
+        if not batch:
+            return
+        try:
+            answers = await self.client.settle([s for s, _ in batch])
+        except QueuelogError as exc:
+            if len(batch) > 1 and not transient(exc):
+                # One outcome the server could not take must not hide the others': each
+                # goes again in a request of its own, and gets its own answer.
+                if exc.code == TOO_COMPLEX:
+                    self.batch = max(1, len(batch) // 2)
+                await asyncio.gather(*(self._one(s, answer) for s, answer in batch))
+                return
+            _settle_all(batch, exc)
+            return
+        except BaseException:
+            _cancel_all(batch)
+            raise
+        for (_, answer), out in zip(batch, answers, strict=True):
+            if not answer.done():
+                answer.set_result(out)
+
+    async def _one(self, settlement: Settlement, answer: asyncio.Future[Answer]) -> None:
+        try:
+            (out,) = await self.client.settle([settlement])
+        except QueuelogError as exc:
+            _settle_all([(settlement, answer)], exc)
+            return
+        except BaseException:
+            _cancel_all([(settlement, answer)])
+            raise
+        if not answer.done():
+            answer.set_result(out)
+
+
+def _settle_all(batch: list[tuple[Settlement, asyncio.Future[Answer]]], exc: Exception) -> None:
+    for _, answer in batch:
+        if not answer.done():
+            answer.set_exception(exc)
+
+
+def _cancel_all(batch: list[tuple[Settlement, asyncio.Future[Answer]]]) -> None:
+    for _, answer in batch:
+        with contextlib.suppress(asyncio.InvalidStateError):
+            answer.cancel()
