@@ -108,11 +108,15 @@ async def run_backend(backend: str, workdir: Path, profile: Profile) -> dict[str
         out["subscriptions"] = await _subscriptions(url, workdir, profile)
     _log(f"{backend}: 7. under attack")
     out["attacks"] = await _attacks(backend, workdir, profile)
-    _log(f"{backend}: 8. workers end to end")
-    out["workers"] = await bench_workers.run(backend, workdir, profile.smoke)
+    out["workers"] = await _workers(backend, workdir, profile)
     out["limits"] = await _limits(backend, workdir, profile)
     out["dashboard"] = await _dashboard(backend, workdir, profile)
     return out
+
+
+async def _workers(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
+    _log(f"{backend}: 8. workers end to end")
+    return await bench_workers.run(backend, workdir, profile.smoke)
 
 
 async def _limits(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
@@ -127,7 +131,7 @@ async def _dashboard(backend: str, workdir: Path, profile: Profile) -> dict[str,
 
 
 # What `--section` runs alone, by name: each backend's part only, no peers, no report.
-SECTIONS = {"limits": _limits, "dashboard": _dashboard}
+SECTIONS = {"workers": _workers, "limits": _limits, "dashboard": _dashboard}
 
 
 async def _attacks(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
