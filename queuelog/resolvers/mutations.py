@@ -77,7 +77,7 @@ async def _claim(
     return await claim_waiting(
         ctx.feed,
         lambda: ctx.service.claim(actor, types, lease_seconds, limit),
-        types,
+        ctx.service.usable_types(actor) if types is None else types,
         seconds,
         flow=ctx.job_types,
         gone=gone if isinstance(request, Request) else None,

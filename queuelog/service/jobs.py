@@ -202,7 +202,7 @@ class JobService(JobReads):
         """Claim up to `limit` jobs: highest priority first, then the oldest, then lowest id."""
         validation.bounded(limit, 1, CLAIM_MAX, "limit", ["limit"])
         if types is None:
-            chosen = [t for t in self.types if actor.may_use_type(t)]
+            chosen = self.usable_types(actor)
         else:
             chosen = [validation.job_type(actor, t, self.types, ["types"]).name for t in types]
         self._check_lease(lease_seconds)
@@ -214,6 +214,10 @@ class JobService(JobReads):
             self.observer.leases_expired(expired)
         self.observer.claimed(jobs)
         return jobs
+
+    def usable_types(self, actor: Actor) -> list[str]:
+        """The configured types `actor` may use: what a claim of no particular type takes."""
+        return [t for t in self.types if actor.may_use_type(t)]
 
     def claim_wait(self, seconds: int | None) -> float:
         """How long a claim may wait for a job (`waitSeconds`, 0 to 60): never so long that

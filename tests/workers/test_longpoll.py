@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from queuelog.events import claims
 from queuelog.runtime import Services
 from tests.support import LiveServer
 from tests.workers.conftest import Keys
@@ -102,3 +103,109 @@ async def test_a_job_claimed_as_its_client_went_away_goes_back_at_once(
     ]
     claimed = await post(server, key, CLAIM_ONE, t=[job_type], w=0)
     assert claimed["claimJob"] == {"job": {"id": job_id}, "userErrors": []}
+
+
+class CountedClaims:
+    """Counts the service's claim attempts; `taken` makes the next attempt find its job
+    claimed by someone else a moment before."""
+
+    def __init__(self, services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        self.steal_next = False
+        self._claim = services.service.claim
+        monkeypatch.setattr(services.service, "claim", self.claim)
+        # Only a wake-up makes a waiter try again within these tests.
+        monkeypatch.setattr(claims, "RECHECK_SECONDS", 600.0)
+
+    async def claim(self, *args: Any, **kw: Any) -> Any:
+        self.count += 1
+        if self.steal_next:
+            self.steal_next = False
+            assert await self._claim(*args, **kw)  # another worker takes it first
+        return await self._claim(*args, **kw)
+
+    async def until(self, count: int) -> None:
+        for _ in range(600):
+            if self.count >= count:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{self.count} claims, not {count}")
+
+
+def waiting_claims(http: httpx.AsyncClient, url: str, job_type: str, n: int) -> list[Any]:
+    body = {"query": CLAIM_ONE, "variables": {"t": [job_type], "w": 30}}
+    return [asyncio.create_task(http.post(url, json=body)) for _ in range(n)]
+
+
+async def answered(waiting: list[asyncio.Task[Any]], n: int) -> list[Any]:
+    """The claimJob answers of the first `n` waiting claims to finish."""
+    done: set[asyncio.Task[Any]] = set()
+    while len(done) < n:
+        pending = [t for t in waiting if t not in done]
+        finished, _ = await asyncio.wait(pending, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        assert finished, "no waiting claim was answered"
+        done |= finished
+    return [t.result().json()["data"]["claimJob"] for t in done]
+
+
+async def stop(waiting: list[asyncio.Task[Any]]) -> None:
+    for task in waiting:
+        task.cancel()
+    await asyncio.gather(*waiting, return_exceptions=True)
+
+
+def client(key: str, n: int) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=n + 1)
+    return httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60, limits=limits)
+
+
+async def test_a_job_wakes_one_waiting_claim_not_all(
+    live: tuple[LiveServer, str], services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (server, key), n = live, 5
+    counted = CountedClaims(services, monkeypatch)
+    async with client(key, n) as http:
+        waiting = waiting_claims(http, server.url, "pdf", n)
+        await counted.until(n)  # each claimed once, found nothing and waits in line
+        first = (await post(server, key, ENQUEUE, t="pdf"))["enqueueJob"]["job"]["id"]
+        assert await answered(waiting, 1) == [{"job": {"id": first}, "userErrors": []}]
+        assert counted.count == n + 1
+        second = (await post(server, key, ENQUEUE, t="pdf"))["enqueueJob"]["job"]["id"]
+        answers = await answered(waiting, 2)
+        assert {a["job"]["id"] for a in answers} == {first, second}
+        assert counted.count == n + 2  # the other waiters were never woken
+        await stop(waiting)
+
+
+async def test_as_many_jobs_as_waiting_claims_answer_them_all(
+    live: tuple[LiveServer, str], services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (server, key), n = live, 4
+    counted = CountedClaims(services, monkeypatch)
+    async with client(key, n) as http:
+        waiting = waiting_claims(http, server.url, "email", n)
+        await counted.until(n)
+        ids = [
+            (await post(server, key, ENQUEUE, t="email"))["enqueueJob"]["job"]["id"]
+            for _ in range(n)
+        ]
+        answers = await answered(waiting, n)
+        assert sorted(a["job"]["id"] for a in answers) == sorted(ids)
+        await stop(waiting)
+
+
+async def test_a_woken_claim_whose_job_was_taken_leaves_the_next_job_to_the_line(
+    live: tuple[LiveServer, str], services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (server, key), n = live, 3
+    counted = CountedClaims(services, monkeypatch)
+    async with client(key, n) as http:
+        waiting = waiting_claims(http, server.url, "sync", n)
+        await counted.until(n)
+        counted.steal_next = True
+        await post(server, key, ENQUEUE, t="sync")
+        await counted.until(n + 1)  # the woken claim found nothing: it was taken
+        assert not any(t.done() for t in waiting)
+        job_id = (await post(server, key, ENQUEUE, t="sync"))["enqueueJob"]["job"]["id"]
+        assert await answered(waiting, 1) == [{"job": {"id": job_id}, "userErrors": []}]
+        await stop(waiting)
