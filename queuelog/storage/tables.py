@@ -212,6 +212,22 @@ queuelog_meta = sa.Table(
     sa.Column("value", sa.BigInteger, nullable=False),
 )
 
+# Throughput rolled up by minute (`storage.rollups`): each row counts the events of one
+# minute (its start, in minutes since the epoch), job type and producer, up to the event id
+# in `queuelog_meta` row `throughput_rolled_through`; throughput reads these, not every event.
+throughput_minutes = sa.Table(
+    "throughput_minutes",
+    metadata,
+    sa.Column("minute", sa.BigInteger, primary_key=True),
+    sa.Column("job_type", sa.String(64), primary_key=True),
+    sa.Column("producer", sa.String(128), primary_key=True),
+    sa.Column("enqueued", sa.BigInteger, nullable=False),
+    sa.Column("started", sa.BigInteger, nullable=False),
+    sa.Column("completed", sa.BigInteger, nullable=False),
+    sa.Column("failed", sa.BigInteger, nullable=False),
+    sa.Column("retried", sa.BigInteger, nullable=False),
+)
+
 api_keys = sa.Table(
     "api_keys",
     metadata,
