@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 
 from queuelog.service.jobs import JobService
 from queuelog.service.retention import prune
-from queuelog.service.throughput import roll_up
+from queuelog.service.throughput import prune_rollups, roll_up
 
 log = logging.getLogger("queuelog.maintenance")
 
@@ -31,6 +32,9 @@ async def maintenance_loop(service: JobService, interval: float) -> None:
                 pruned = await prune(service)
                 if any(pruned.values()):
                     log.info("pruned %s", pruned)
+                # Throughput's per-minute counts outlive the jobs: kept as long as failed ones.
+                age = timedelta(days=service.settings.retention_failed_days)
+                await prune_rollups(service.db, service.clock() - age)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -82,3 +82,12 @@ async def roll_up(db: Database, batch: int = ROLLUP_BATCH) -> int:
     """Roll the next events up into per-minute counts (at most `batch` ids); how far the
     watermark moved (0 when it is at the head)."""
     return await db.write(rollups_sql.roll_up, batch)
+
+
+async def prune_rollups(db: Database, before: datetime, minutes: int = 60) -> int:
+    """Delete the per-minute counts of minutes before `before`, `minutes` minutes' worth a
+    transaction; how many rows."""
+    total = 0
+    while n := await db.write(rollups_sql.prune, before, minutes):
+        total += n
+    return total

@@ -5,20 +5,30 @@ ids further, by minute, type and producer (`storage.throughput`'s classification
 counts into the table and moves the watermark, in one transaction. Events become visible in
 id order (PostgreSQL's event-order lock, SQLite's one writer), so no event at or below the
 head can commit later and be skipped. The watermark row is locked first: on PostgreSQL one
-replica at a time rolls up, and the next one sees where it stopped."""
+replica at a time rolls up, and the next one sees where it stopped. Rows outlive the events
+they count (retention deletes those) and go after the failed jobs' retention age."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from queuelog.storage import events as events_sql
 from queuelog.storage.tables import job_events, queuelog_meta, throughput_minutes
-from queuelog.storage.throughput import COUNT_NAMES, MINUTE_US, ROLLED_THROUGH, event_counts
+from queuelog.storage.throughput import (
+    COUNT_NAMES,
+    MINUTE_US,
+    ROLLED_THROUGH,
+    epoch_micros,
+    event_counts,
+)
 from queuelog.storage.tx import Tx
 
 E = job_events.c
 M = queuelog_meta.c
+R = throughput_minutes.c
 KEY = ("minute", "job_type", "producer")
 
 
@@ -45,3 +55,14 @@ def roll_up(tx: Tx, batch: int) -> int:
     tx.conn.execute(stmt)
     tx.conn.execute(queuelog_meta.update().where(M.name == ROLLED_THROUGH).values(value=upto))
     return upto - after
+
+
+def prune(tx: Tx, before: datetime, minutes: int) -> int:
+    """Delete the rollup rows of minutes before `before`, at most `minutes` minutes' worth
+    from the oldest (a bounded transaction); how many rows."""
+    cutoff = epoch_micros(before) // MINUTE_US
+    oldest = tx.conn.execute(sa.select(sa.func.min(R.minute))).scalar()
+    if oldest is None or oldest >= cutoff:
+        return 0
+    gone = throughput_minutes.delete().where(R.minute < min(cutoff, int(oldest) + minutes))
+    return int(tx.conn.execute(gone).rowcount)

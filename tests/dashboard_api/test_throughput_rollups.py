@@ -132,3 +132,22 @@ def test_rollups_outlive_pruned_events_and_the_watermark_only_grows(services: Se
                               + throughput_minutes.c.completed + throughput_minutes.c.failed
                               + throughput_minutes.c.retried))).scalar())  # fmt: skip
     assert total >= 1
+
+
+def test_pruning_rollups_deletes_only_the_minutes_before_the_cutoff(services: Services) -> None:
+    db = services.db
+    job_ids = insert(db, job(created_at=at(0)))
+    with db.writer.begin() as conn:
+        conn.execute(sa.delete(job_events))
+    _append(db, job_ids, random.Random(5), 200)
+    db.write_sync(rollups_sql.roll_up, 1000)
+    minute = throughput_minutes.c.minute
+    kept = sa.select(sa.func.count(sa.distinct(minute)), sa.func.min(minute))
+    assert db.read_sync(lambda tx: tx.conn.execute(kept).one())[0] == 10
+    first = db.read_sync(lambda tx: tx.conn.execute(kept).one())[1]
+    assert db.write_sync(rollups_sql.prune, at(0), 3) == 0  # nothing is older
+    assert db.write_sync(rollups_sql.prune, at(420) + US, 3) > 0  # three minutes at most
+    assert db.read_sync(lambda tx: tx.conn.execute(kept).one()) == (7, first + 3)
+    while db.write_sync(rollups_sql.prune, at(420) + US, 3):
+        pass
+    assert db.read_sync(lambda tx: tx.conn.execute(kept).one()) == (3, first + 7)
