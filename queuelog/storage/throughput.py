@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from queuelog.lifecycle import COMPLETED, FAILED, PENDING, RUNNING
 from queuelog.storage.scope import Scope
-from queuelog.storage.tables import job_events, queuelog_meta, throughput_minutes
+from queuelog.storage.tables import THROUGHPUT_COUNTS, job_events, queuelog_meta, throughput_minutes
 from queuelog.storage.tx import Tx
 
 E = job_events.c
@@ -24,7 +24,7 @@ R = throughput_minutes.c
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MINUTE_US = 60_000_000
 ROLLED_THROUGH = "throughput_rolled_through"
-COUNT_NAMES = ("enqueued", "started", "completed", "failed", "retried")
+COUNT_NAMES = THROUGHPUT_COUNTS
 
 
 def epoch_micros(when: datetime) -> int:
