@@ -9,11 +9,13 @@ from datetime import UTC, datetime, timedelta
 from queuelog.service import errors
 from queuelog.service.models import Actor
 from queuelog.service.visibility import scope
+from queuelog.storage import rollups as rollups_sql
 from queuelog.storage import throughput as throughput_sql
 from queuelog.storage.db import Database
 
 BUCKET_SECONDS_MAX = 86_400
 BUCKETS_MAX = 1_440
+ROLLUP_BATCH = 50_000  # event ids a rollup run covers at most: a short hold of the writer
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +76,18 @@ async def throughput(
         )
     width = timedelta(seconds=bucket_seconds)
     return [Bucket(since + i * width, *found.get(i, ())) for i in range(count)]
+
+
+async def roll_up(db: Database, batch: int = ROLLUP_BATCH) -> int:
+    """Roll the next events up into per-minute counts (at most `batch` ids); how far the
+    watermark moved (0 when it is at the head)."""
+    return await db.write(rollups_sql.roll_up, batch)
+
+
+async def prune_rollups(db: Database, before: datetime, minutes: int = 60) -> int:
+    """Delete the per-minute counts of minutes before `before`, `minutes` minutes' worth a
+    transaction; how many rows."""
+    total = 0
+    while n := await db.write(rollups_sql.prune, before, minutes):
+        total += n
+    return total

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine, UserDefinedType
 
-from queuelog.lifecycle import PENDING, RUNNING
+from queuelog.lifecycle import COMPLETED, FAILED, PENDING, RUNNING
 
 metadata = sa.MetaData()
 
@@ -210,6 +210,20 @@ queuelog_meta = sa.Table(
     metadata,
     sa.Column("name", sa.String(64), primary_key=True),
     sa.Column("value", sa.BigInteger, nullable=False),
+)
+
+# Throughput rolled up by minute (`storage.rollups`): each row counts the events of one
+# minute (its start, in minutes since the epoch), job type and producer, up to the event id
+# in `queuelog_meta` row `throughput_rolled_through`; throughput reads these, not every event.
+# Its counts: jobs enqueued, started, completed, failed and retried (two named as statuses).
+THROUGHPUT_COUNTS = ("enqueued", "started", COMPLETED, FAILED, "retried")
+throughput_minutes = sa.Table(
+    "throughput_minutes",
+    metadata,
+    sa.Column("minute", sa.BigInteger, primary_key=True),
+    sa.Column("job_type", sa.String(64), primary_key=True),
+    sa.Column("producer", sa.String(128), primary_key=True),
+    *(sa.Column(name, sa.BigInteger, nullable=False) for name in THROUGHPUT_COUNTS),
 )
 
 api_keys = sa.Table(

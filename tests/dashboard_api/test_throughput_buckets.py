@@ -45,3 +45,30 @@ def test_an_instant_on_a_bucket_edge_starts_that_bucket(services: Services) -> N
         job_type=None,
     )
     assert {i: n[0] for i, n in found.items()} == {0: 2, 1: 1, 1439: 2}
+
+
+def test_a_microsecond_before_a_whole_minute_stays_in_its_minute(services: Services) -> None:
+    db = services.db
+    (job_id,) = insert(db, job(created_at=at(0)))
+    with db.writer.begin() as conn:
+        conn.execute(sa.delete(job_events))
+        for when in (at(60) - US, at(60) - 400 * US, at(60)):
+            conn.execute(
+                sa.insert(job_events).values(
+                    job_id=job_id,
+                    job_type="email",
+                    producer="p1",
+                    previous_status=None,
+                    status="pending",
+                    occurred_at=when,
+                )
+            )
+    found = db.read_sync(
+        throughput_sql.buckets,
+        scope=EVERYTHING,
+        since=at(0),
+        until=at(120),
+        bucket_seconds=60,
+        job_type=None,
+    )
+    assert {i: n[0] for i, n in found.items()} == {0: 2, 1: 1}

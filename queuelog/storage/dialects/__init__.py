@@ -211,6 +211,10 @@ class Dialect:
         """Have this transaction's GROUP BY hash its groups: PostgreSQL cannot tell how
         many groups a computed key makes, reckons one a row, and would sort every row."""
 
+    def snapshot(self, conn: sa.Connection) -> None:
+        """Have this read transaction's statements all see one snapshot (SQLite's do;
+        call before the transaction's first query)."""
+
     def lock_event_order(self, conn: sa.Connection) -> None:
         """Hold the event-order lock until this transaction ends."""
 

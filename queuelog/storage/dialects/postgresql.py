@@ -116,6 +116,7 @@ class PostgresDialect(Dialect):
     LOCK_MIGRATIONS = f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"
     CUSTOM_PLANS = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")
     HASH_GROUPS = sa.text("SET LOCAL enable_sort = off")
+    SNAPSHOT = sa.text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
     def __init__(self) -> None:
         super().__init__()
@@ -142,6 +143,9 @@ class PostgresDialect(Dialect):
         since = _EPOCH + timedelta(microseconds=since_us)
         seconds = sa.func.date_part("epoch", column - sa.literal(since, UTCDateTime))
         return sa.cast(sa.func.floor(seconds / (width_us / 1_000_000)), sa.BigInteger)
+
+    def snapshot(self, conn: sa.Connection) -> None:
+        conn.execute(self.SNAPSHOT)
 
     def group_by_hash(self, conn: sa.Connection) -> None:
         conn.execute(self.HASH_GROUPS)

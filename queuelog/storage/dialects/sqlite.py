@@ -136,7 +136,8 @@ class SQLiteDialect(Dialect):
     def bucket_index(self, column: Any, since_us: int, width_us: int) -> sa.ColumnElement[int]:
         # Times are stored as `YYYY-MM-DD HH:MM:SS.ffffff`: whole seconds, then the digits
         # after the point, in integers (exact), divided as integers (floored at >= 0).
-        seconds = sa.cast(sa.func.strftime("%s", column), sa.BigInteger)
+        # strftime reads only the whole seconds: it would round .9995 and up to the next one.
+        seconds = sa.cast(sa.func.strftime("%s", sa.func.substr(column, 1, 19)), sa.BigInteger)
         micros = seconds * 1_000_000 + sa.cast(sa.func.substr(column, 21, 6), sa.BigInteger)
         return (micros - since_us).self_group().op("/")(width_us)
 
