@@ -4,7 +4,7 @@ The waiting claims of a process wait in line (`Waiters`, one per feed). While an
 one follower of the change feed (the same wake-up as the subscriptions: local commits,
 NOTIFY from other replicas on PostgreSQL, the feed's polling otherwise) wakes, for each job
 that enters PENDING, the first waiter in line that wants its type and is not woken yet: a
-job wakes one claim, not all of them, and an idle waiter costs nothing. Every waiter claims
+job wakes one claim, not all of them, and an idle waiter costs only its recheck. Every waiter claims
 after joining the line, and a woken one claims after its wake, so a claim that finds
 nothing proves nothing of its types was claimable then; it keeps its place. A waiter that
 leaves without having used its wake (its client left, its time ran out, or it claimed jobs
