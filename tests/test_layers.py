@@ -19,9 +19,10 @@ LAYERS: dict[str, int] = {
     "resolvers": 4,
     "schema": 5,
 }
-BASE = {"config", "lifecycle", "singleflight"}  # imported by any layer; they import no layer
+# Imported by any layer; they import no layer.
+BASE = {"config", "lifecycle", "singleflight", "tested_versions"}
 CLIENT_SIDE = {"client", "worker"}
-NO_GRAPHQL = {"service", "storage", "events", "config", "lifecycle"}
+NO_GRAPHQL = {"service", "storage", "events", "config", "lifecycle", "tested_versions"}
 GRAPHQL_LIBRARIES = {"strawberry", "graphql"}
 
 

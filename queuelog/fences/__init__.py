@@ -11,22 +11,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError, version
+
+from queuelog.tested_versions import unusable_because
 
 log = logging.getLogger("queuelog.fences")
-
-
-def untested_versions(tested: Mapping[str, tuple[str, ...]]) -> list[str]:
-    """The installed distributions (as "name version") of `tested` whose version is not in it."""
-    out = []
-    for name, versions in tested.items():
-        try:
-            installed = version(name)
-        except PackageNotFoundError:
-            installed = "(not installed)"
-        if installed not in versions:
-            out.append(f"{name} {installed}")
-    return out
 
 
 def unavailable(
@@ -34,11 +22,7 @@ def unavailable(
 ) -> str | None:
     """Why the fence `fence` cannot be used here (None: it can): `missing` is the failed
     import, if any. The reason is logged as one warning."""
-    reason = None
-    if missing is not None:
-        reason = f"a name it needs is gone ({missing})"
-    elif untested := untested_versions(tested):
-        reason = f"it was not tested with {', '.join(untested)}"
+    reason = unusable_because(missing, tested)
     if reason is not None:
         log.warning("%s is off: %s; the framework's own behaviour serves instead", fence, reason)
     return reason

@@ -20,6 +20,7 @@ from queuelog.schema.fastpath import compat
 from queuelog.schema.fastpath.prepared import PreparedOperations
 from queuelog.schema.schema import QueuelogSchema, build_schema
 from queuelog.service.models import Role
+from queuelog.tested_versions import untested_versions
 
 VIEWER = "{ viewer { name role } }"
 
@@ -62,7 +63,7 @@ def _settings(tmp_path: Path) -> Settings:
 def test_the_path_is_on_by_default_with_the_tested_versions() -> None:
     schema = build_schema(Settings())
     assert schema.fast_path is not None and schema.prepared is not None
-    assert compat.untested_versions() == []
+    assert untested_versions(compat.TESTED) == []
 
 
 async def test_switched_off_everything_is_served_the_generic_way(

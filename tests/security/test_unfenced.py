@@ -14,9 +14,10 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from queuelog import fences, serving, websocket
+from queuelog import serving, websocket
 from queuelog.config import Settings
 from queuelog.fences import strawberry_ws, uvicorn_http
+from queuelog.tested_versions import untested_versions
 from tests.security.conftest import start
 from tests.security.http import send
 from tests.subscriptions.wsclient import PROTOCOL, WS, claim, complete, enqueue, ws
@@ -89,10 +90,10 @@ def test_an_unusable_http_fence_falls_back_with_one_warning(
 
 
 def test_untested_versions_names_the_installed_one() -> None:
-    assert fences.untested_versions({"uvicorn": ("0.0.1",)}) == [
+    assert untested_versions({"uvicorn": ("0.0.1",)}) == [
         f"uvicorn {__import__('uvicorn').__version__}"
     ]
-    assert fences.untested_versions({"no-such-distribution-here": ("1",)}) == [
+    assert untested_versions({"no-such-distribution-here": ("1",)}) == [
         "no-such-distribution-here (not installed)"
     ]
 

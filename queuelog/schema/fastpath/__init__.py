@@ -1,7 +1,8 @@
 """The fast path: prepared operations (a short way through execution for the documents
 clients send again and again), shared subscription results, and inputs built straight from
-graphql-core's values. Behind QUEUELOG_PREPARED_OPERATIONS and the tested-versions check in
-`compat`: when either says no, everything is served through strawberry's generic path.
+graphql-core's values. Behind QUEUELOG_PREPARED_OPERATIONS and the check of the names and
+versions `compat` lists (`queuelog.tested_versions`): when either says no, everything is
+served through strawberry's generic path.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import functools
 import importlib
 import logging
 from typing import TYPE_CHECKING
+
+from queuelog.tested_versions import unusable_because
 
 if TYPE_CHECKING:
     from queuelog.schema.fastpath.engine import FastPath
@@ -22,12 +25,8 @@ def _unavailable() -> str | None:
     """Why this process cannot have the fast path (None: it can), logged once."""
     from queuelog.schema.fastpath import compat
 
-    reason = None
-    if compat.FAST_PATH_MISSING is not None:
-        reason = f"a name it needs is gone ({compat.FAST_PATH_MISSING})"
-    elif untested := compat.untested_versions():
-        reason = f"it was not tested with {', '.join(untested)}"
-    else:
+    reason = unusable_because(compat.FAST_PATH_MISSING, compat.TESTED)
+    if reason is None:
         try:
             importlib.import_module("queuelog.schema.fastpath.engine")
         except (ImportError, AttributeError) as exc:

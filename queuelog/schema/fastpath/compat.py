@@ -18,7 +18,6 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable, Mapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import strawberry
@@ -41,7 +40,6 @@ __all__ = [
     "get_variable_signature",
     "graphql_schema",
     "strawberry_schema_of",
-    "untested_versions",
 ]
 
 # The versions the fast path was tested with, by distribution.
@@ -49,19 +47,6 @@ TESTED: Mapping[str, tuple[str, ...]] = {
     "strawberry-graphql": ("0.341.2",),
     "graphql-core": ("3.3.2",),
 }
-
-
-def untested_versions() -> list[str]:
-    """The installed distributions (as "name version") the fast path was not tested with."""
-    out = []
-    for name, tested in TESTED.items():
-        try:
-            installed = version(name)
-        except PackageNotFoundError:
-            installed = "(not installed)"
-        if installed not in tested:
-            out.append(f"{name} {installed}")
-    return out
 
 
 # -- what the fast path needs ----------------------------------------------------------------
