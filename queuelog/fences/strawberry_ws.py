@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from graphql import GraphQLError
@@ -49,36 +49,22 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
     """`graphql-transport-ws`, with the rules of this module."""
 
     async def handle_message(self, message: Any) -> None:
-        problem = message_problem(message, TRANSPORT_MESSAGES)
-        if problem is not None:
-            await self.handle_invalid_message(problem)
-            return
-        await super().handle_message(message)
+        if await _well_formed(self, message, TRANSPORT_MESSAGES):
+            await super().handle_message(message)
 
     async def handle_invalid_message(self, error_message: str) -> None:
-        await self.websocket.close(code=4400, reason=close_reason(error_message))
+        await _close_invalid(self, error_message)
 
     async def handle_connection_init(self, message: Any) -> None:
         if self.connection_timed_out:
             return
         if self.connection_init_timeout_task:
             self.connection_init_timeout_task.cancel()
-        if self.connection_init_received:
-            await self.websocket.close(code=4429, reason="Too many initialisation requests")
-            return
-        self.connection_init_received = True
-        self.context.connection_params = message.get("payload") or {}
-        try:
-            ack = await self.view.on_ws_connect(self.context)
-        except ConnectionRejectionError as exc:
-            # 4401, which graphql-ws clients do not retry (they retry 4403).
-            await self.websocket.close(code=4401, reason=rejection_reason(exc))
-            return
-        if isinstance(ack, dict):
-            await self.send_message({"type": "connection_ack", "payload": ack})
-        else:
-            await self.send_message({"type": "connection_ack"})
-        self.connection_acknowledged = True
+        await _initialise(self, message, self._reject)
+
+    async def _reject(self, exc: ConnectionRejectionError) -> None:
+        # 4401, which graphql-ws clients do not retry (they retry 4403).
+        await self.websocket.close(code=4401, reason=rejection_reason(exc))
 
     async def run_operation(self, operation: Operation[Context, None]) -> None:
         try:
@@ -134,9 +120,9 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
                 async for message in self.websocket.iter_json():
                     await self.handle_message(message)
             except NonTextMessageReceived:
-                await self._close_invalid("WebSocket message type must be text")
+                await _close_invalid(self, "WebSocket message type must be text")
             except NonJsonMessageReceived:
-                await self._close_invalid("WebSocket message must be valid JSON")
+                await _close_invalid(self, "WebSocket message must be valid JSON")
         except WebSocketDisconnected:
             pass
         finally:
@@ -153,35 +139,17 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
             with contextlib.suppress(Exception):
                 await self.websocket.close(code=4408, reason="Connection initialisation timeout")
 
-    async def _close_invalid(self, reason: str) -> None:
-        await self.websocket.close(code=4400, reason=close_reason(reason))
-
     async def handle_message(self, message: Any) -> None:
-        problem = message_problem(message, LEGACY_MESSAGES)
-        if problem is not None:
-            await self._close_invalid(problem)
-            return
-        await super().handle_message(message)
+        if await _well_formed(self, message, LEGACY_MESSAGES):
+            await super().handle_message(message)
 
     async def handle_connection_init(self, message: Any) -> None:
-        if self.connection_init_received:
-            await self.websocket.close(code=4429, reason="Too many initialisation requests")
-            return
-        self.connection_init_received = True
-        self.context.connection_params = message.get("payload") or {}
-        try:
-            ack = await self.view.on_ws_connect(self.context)
-        except ConnectionRejectionError as exc:
-            await self.send_message({"type": "connection_error", "payload": exc.payload})
-            await self.websocket.close(code=4403, reason=rejection_reason(exc))
-            return
-        if isinstance(ack, dict):
-            await self.send_message({"type": "connection_ack", "payload": ack})
-        else:
-            await self.send_message({"type": "connection_ack"})
-        self.connection_acknowledged = True
-        if self.keep_alive:
+        if await _initialise(self, message, self._reject) and self.keep_alive:
             self.keep_alive_task = asyncio.create_task(self.handle_keep_alive())
+
+    async def _reject(self, exc: ConnectionRejectionError) -> None:
+        await self.send_message({"type": "connection_error", "payload": exc.payload})
+        await self.websocket.close(code=4403, reason=rejection_reason(exc))
 
     async def handle_async_results(
         self,
@@ -237,3 +205,49 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
             await self.send_data_message(result, operation_id)
             first = False
         await self.send_message({"type": "complete", "id": operation_id})
+
+
+# -- what both protocols' handlers do alike ----------------------------------------------------
+
+_Handler = TransportWSHandler | LegacyWSHandler
+
+
+async def _close_invalid(handler: _Handler, problem: str) -> None:
+    await handler.websocket.close(code=4400, reason=close_reason(problem))
+
+
+async def _well_formed(
+    handler: _Handler, message: Any, known: Mapping[str, tuple[bool, str | None]]
+) -> bool:
+    """Whether `message` has the shape of one of the protocol's `known` messages; if not,
+    the connection is closed (4400) naming what is wrong."""
+    problem = message_problem(message, known)
+    if problem is not None:
+        await _close_invalid(handler, problem)
+    return problem is None
+
+
+async def _initialise(
+    handler: _Handler,
+    message: Any,
+    reject: Callable[[ConnectionRejectionError], Awaitable[None]],
+) -> bool:
+    """A connection_init, as both protocols take it: a second one closes the connection
+    (4429); the first's payload becomes the connection params, then `on_ws_connect` either
+    accepts them (acknowledged: True) or rejects them (`reject`, the protocol's way: False)."""
+    if handler.connection_init_received:
+        await handler.websocket.close(code=4429, reason="Too many initialisation requests")
+        return False
+    handler.connection_init_received = True
+    handler.context.connection_params = message.get("payload") or {}
+    try:
+        ack = await handler.view.on_ws_connect(handler.context)
+    except ConnectionRejectionError as exc:
+        await reject(exc)
+        return False
+    if isinstance(ack, dict):
+        await handler.send_message({"type": "connection_ack", "payload": ack})
+    else:
+        await handler.send_message({"type": "connection_ack"})
+    handler.connection_acknowledged = True
+    return True

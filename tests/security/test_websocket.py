@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 
+import orjson
 import pytest
 
 from tests.security.conftest import DEFAULT_LIMITS, start
@@ -183,6 +184,19 @@ async def test_repeated_inits_cost_one_socket_each(sockets: LiveServer) -> None:
     # the server still answers at once
     async with acknowledged(sockets, LEGACY, ADMIN_SECRET) as socket:
         assert errors_of(await socket.operation("{ __typename }")) == []
+
+
+@pytest.mark.usefixtures("quiet_log")
+async def test_the_legacy_protocol_keeps_an_acknowledged_connection_alive(
+    sockets: LiveServer,
+) -> None:
+    """graphql-ws has no pings of its own: the server sends "ka" from the acknowledgement on."""
+    async with opened(sockets, LEGACY) as socket:
+        key = {"authorization": f"Bearer {ADMIN_SECRET}"}
+        await socket.send({"type": "connection_init", "payload": key})
+        async with asyncio.timeout(15):
+            assert orjson.loads(await socket.conn.recv())["type"] == "connection_ack"
+            assert orjson.loads(await socket.conn.recv()) == {"type": "ka"}
 
 
 @pytest.mark.usefixtures("quiet_log")
