@@ -3,12 +3,15 @@ permission classes)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 import strawberry
 
 from queuelog.graphql_ops_types import JobType, JobTypeLimitsInput, JobTypePayload
 from queuelog.graphql_types import UserError
 from queuelog.resolvers.context import Context
 from queuelog.service.errors import DomainError
+from queuelog.service.job_types import JobTypeView
 
 Info = strawberry.Info[Context, None]
 
@@ -20,26 +23,23 @@ async def job_types(info: Info) -> list[JobType]:
 
 async def pause_job_type(info: Info, type: str) -> JobTypePayload:
     ctx = info.context
-    try:
-        found = await ctx.job_types.pause(ctx.require_actor(), type)
-    except DomainError as exc:
-        return JobTypePayload(user_errors=[UserError.of(exc)])
-    return JobTypePayload(job_type=JobType.of(found))
+    return await _payload(ctx.job_types.pause(ctx.require_actor(), type))
 
 
 async def resume_job_type(info: Info, type: str) -> JobTypePayload:
     ctx = info.context
-    try:
-        found = await ctx.job_types.resume(ctx.require_actor(), type)
-    except DomainError as exc:
-        return JobTypePayload(user_errors=[UserError.of(exc)])
-    return JobTypePayload(job_type=JobType.of(found))
+    return await _payload(ctx.job_types.resume(ctx.require_actor(), type))
 
 
 async def set_job_type_limits(info: Info, type: str, limits: JobTypeLimitsInput) -> JobTypePayload:
     ctx = info.context
+    return await _payload(ctx.job_types.set_limits(ctx.require_actor(), type, limits.limits()))
+
+
+async def _payload(change: Awaitable[JobTypeView]) -> JobTypePayload:
+    """The job type as `change` left it, or why it refused."""
     try:
-        found = await ctx.job_types.set_limits(ctx.require_actor(), type, limits.limits())
+        found = await change
     except DomainError as exc:
         return JobTypePayload(user_errors=[UserError.of(exc)])
     return JobTypePayload(job_type=JobType.of(found))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import strawberry
 from starlette.requests import Request
 from strawberry.scalars import JSON
@@ -168,20 +170,24 @@ async def retry_job(info: Info, id: strawberry.ID) -> JobPayload:
 
 
 async def cancel_jobs(info: Info, filter: JobFilter, limit: int | None = 1000) -> BulkJobsPayload:
-    ctx, actor = info.context, info.context.require_actor()
-    try:
-        match = filters.job_filter(filter.given())
-        count, more = await ctx.service.cancel_many(actor, match, 1000 if limit is None else limit)
-    except DomainError as exc:
-        return BulkJobsPayload(count=0, has_more=False, user_errors=[UserError.of(exc)])
-    return BulkJobsPayload(count=count, has_more=more)
+    return await _bulk(info.context.service.cancel_many, info, filter, limit)
 
 
 async def retry_jobs(info: Info, filter: JobFilter, limit: int | None = 1000) -> BulkJobsPayload:
-    ctx, actor = info.context, info.context.require_actor()
+    return await _bulk(info.context.service.retry_many, info, filter, limit)
+
+
+async def _bulk(
+    act: Callable[[models.Actor, filters.JobFilter, int], Awaitable[tuple[int, bool]]],
+    info: Info,
+    filter: JobFilter,
+    limit: int | None,
+) -> BulkJobsPayload:
+    """`act` (cancel_many or retry_many) on the jobs `filter` matches, up to `limit`."""
+    actor = info.context.require_actor()
     try:
         match = filters.job_filter(filter.given())
-        count, more = await ctx.service.retry_many(actor, match, 1000 if limit is None else limit)
+        count, more = await act(actor, match, 1000 if limit is None else limit)
     except DomainError as exc:
         return BulkJobsPayload(count=0, has_more=False, user_errors=[UserError.of(exc)])
     return BulkJobsPayload(count=count, has_more=more)
