@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -229,7 +229,14 @@ def _auth_error(conn: HTTPConnection, exc: Exception) -> Response:
     )
 
 
-def create_app(settings: Settings | None = None, services: Services | None = None) -> Starlette:
+def create_app(
+    settings: Settings | None = None,
+    services: Services | None = None,
+    before_serving: Callable[[Services], Awaitable[None]] | None = None,
+) -> Starlette:
+    """The application on `services` (opened from `settings` if not given). Its lifespan
+    migrates the database, then awaits `before_serving(services)` if given, then seeds the
+    schedules and job types and starts the background tasks, all before the first request."""
     settings = settings or Settings()
     s = services or open_services(settings)
     graphql = QueuelogGraphQL(
@@ -252,6 +259,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await asyncio.to_thread(migrate, s.db)
+        if before_serving is not None:
+            await before_serving(s)
         await s.schedules.seed(settings.schedule_configs())
         await s.job_types.seed()
         await s.feed.start()

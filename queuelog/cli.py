@@ -30,22 +30,16 @@ def _services() -> Services:
     return s
 
 
-def _ensure_admin(s: Services) -> None:
+async def _ensure_admin(s: Services) -> None:
     """On a database with no API key at all, create an admin key and print its secret once."""
-
-    async def run() -> str | None:
-        if await s.keys.count():
-            return None
-        _key, secret = await s.keys.create(
-            ADMIN_NAME, Role.ADMIN, None, Priority.CRITICAL, secret=s.settings.admin_key
-        )
-        return secret
-
-    secret = asyncio.run(run())
-    if secret is not None:
-        print(f"Created the admin API key {ADMIN_NAME!r}. Its secret, shown this once:")
-        print(f"  {secret}" if s.settings.admin_key is None else "  (QUEUELOG_ADMIN_KEY)")
-        print("Send it as 'Authorization: Bearer <secret>'.", flush=True)
+    if await s.keys.count():
+        return
+    _key, secret = await s.keys.create(
+        ADMIN_NAME, Role.ADMIN, None, Priority.CRITICAL, secret=s.settings.admin_key
+    )
+    print(f"Created the admin API key {ADMIN_NAME!r}. Its secret, shown this once:")
+    print(f"  {secret}" if s.settings.admin_key is None else "  (QUEUELOG_ADMIN_KEY)")
+    print("Send it as 'Authorization: Bearer <secret>'.", flush=True)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -56,10 +50,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from queuelog.serving import uvicorn_config
 
     settings = Settings()
-    s = _services()
-    _ensure_admin(s)
-    s.db.close()
-    app = create_app(settings)
+    # The app's lifespan migrates these services' database and then makes the first admin
+    # key, in the server's own event loop, before it takes a request.
+    app = create_app(settings, open_services(settings), before_serving=_ensure_admin)
     print(f"queuelog on http://{args.host}:{args.port}/graphql", flush=True)
 
     class Server(uvicorn.Server):

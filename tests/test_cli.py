@@ -9,14 +9,16 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, normalize_url
+from queuelog.storage.migrate import head_revision
 from queuelog.storage.scope import EVERYTHING, Scope
 from tests.storage.rows import insert, job
-from tests.support import ADMIN_SECRET, key_refused, live_server
+from tests.support import ADMIN_SECRET, LiveServer, key_refused, live_server
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK_CONTRACT = ROOT.parent / "shared" / "tools" / "check_contract.py"
@@ -146,6 +148,37 @@ def test_serve_on_an_empty_database_prints_an_admin_secret_once(
         }
     assert "admin API key" not in second_log and secret not in second_log
     assert "queuelog on http://" in second_log
+
+
+# Put on the server's path as sitecustomize: each alembic upgrade it runs prints a line.
+COUNT_UPGRADES = """
+from alembic import command
+
+_upgrade = command.upgrade
+
+
+def _counted(*args, **kwargs):
+    print("alembic upgrade", flush=True)
+    return _upgrade(*args, **kwargs)
+
+
+command.upgrade = _counted
+"""
+
+
+def test_serve_migrates_a_fresh_database_once_and_starts(db_url: str, tmp_path: Path) -> None:
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(COUNT_UPGRADES)
+    server = LiveServer(db_url, tmp_path, {"PYTHONPATH": str(hook)})
+    server.start()
+    try:
+        ready = httpx.get(server.url.removesuffix("/graphql") + "/readyz")
+        assert ready.json() == {"status": "ok", "migration": head_revision()}
+        assert server.gql("{ viewer { role } }", key=ADMIN_SECRET)["viewer"] == {"role": "ADMIN"}
+    finally:
+        server.stop()
+    assert server.log().count("alembic upgrade") == 1, server.log()
 
 
 def test_serve_takes_the_admin_secret_from_the_environment(tmp_path: Path) -> None:
