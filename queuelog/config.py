@@ -1,4 +1,5 @@
-"""Settings from QUEUELOG_* environment variables and an optional TOML file."""
+"""Settings from QUEUELOG_* environment variables and an optional TOML file. Each setting and
+TOML key is documented for users in docs/configuration.md (a test holds the two together)."""
 
 from __future__ import annotations
 
@@ -155,7 +156,7 @@ class Settings(BaseSettings):
     field_suggestions: bool = False
     allowed_origins: Annotated[tuple[str, ...], NoDecode] = ()
 
-    # operations (see README "Running in production")
+    # operations (see docs/operations.md)
     metrics_public: bool = False  # GET /metrics without a key, for a private network
     log_format: Literal["text", "json"] = "text"
     otel: bool = False  # OpenTelemetry tracing; needs `pip install queuelog[otel]`

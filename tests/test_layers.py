@@ -22,7 +22,7 @@ LAYERS: dict[str, int] = {
 # Imported by any layer; they import no layer.
 BASE = {"config", "lifecycle", "singleflight", "tested_versions"}
 CLIENT_SIDE = {"client", "worker"}
-NO_GRAPHQL = {"service", "storage", "events", "config", "lifecycle", "tested_versions"}
+NO_GRAPHQL = {"service", "storage", "events", *BASE}
 GRAPHQL_LIBRARIES = {"strawberry", "graphql"}
 
 

@@ -1,6 +1,5 @@
 """The README: its shell examples run against a fresh live server, so they cannot go stale;
-its configuration reference lists every setting with its default; it links nothing outside
-the repository and stays short."""
+it links nothing outside the repository and stays short."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from queuelog.config import Settings
 from tests.support import LiveServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,28 +66,6 @@ def test_readme_examples(start_server: Callable[..., LiveServer]) -> None:
     assert claimed["claimJob"]["job"]["id"] == "1"
     assert completed["completeJob"]["job"]["status"] == "COMPLETED"
     assert [e["status"] for e in seen["job"]["events"]] == ["PENDING", "RUNNING", "COMPLETED"]
-
-
-def _documented(default: object) -> str:
-    """A default as the README's configuration reference writes it."""
-    if default is None or default == ():
-        return "—"
-    if isinstance(default, bool):
-        return "`true`" if default else "`false`"
-    if isinstance(default, tuple):
-        return "`" + ",".join(str(v) for v in default) + "`"
-    if isinstance(default, float) and default.is_integer():
-        default = int(default)
-    return f"`{default}`"
-
-
-def test_every_setting_is_in_the_configuration_reference_with_its_default() -> None:
-    reference = README.split("## Configuration\n", 1)[1].split("\n## ", 1)[0]
-    rows = dict(re.findall(r"^\| `(QUEUELOG_\w+)` \| ([^|]*?) \|", reference, re.M))
-    for name, field in Settings.model_fields.items():
-        variable = f"QUEUELOG_{name.upper()}"
-        assert variable in rows, f"{variable} is missing from the README's Configuration"
-        assert rows[variable] == _documented(field.default), variable
 
 
 def test_the_readme_links_only_inside_the_repository() -> None:
