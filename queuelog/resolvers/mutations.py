@@ -119,24 +119,32 @@ def _refused(exc: DomainError, info: Info) -> JobPayload:
     return JobPayload(job=job, user_errors=[UserError.of(exc)])
 
 
+async def _job_change(
+    info: Info, id: strawberry.ID, change: Callable[[models.Actor, int], Awaitable[models.Job]]
+) -> JobPayload:
+    """The job `id` names as `change` leaves it, or why it was refused."""
+    actor = info.context.require_actor()
+    try:
+        job = await change(actor, _job_id(id))
+    except DomainError as exc:
+        return _refused(exc, info)
+    return JobPayload(job=Job.of(job))
+
+
 async def heartbeat_job(
     info: Info, id: strawberry.ID, lease_seconds: int | None = None, progress: JSON | None = None
 ) -> JobPayload:
-    ctx, actor = info.context, info.context.require_actor()
-    try:
-        job = await ctx.service.heartbeat(actor, _job_id(id), lease_seconds, progress)
-    except DomainError as exc:
-        return _refused(exc, info)
-    return JobPayload(job=Job.of(job))
+    service = info.context.service
+    return await _job_change(
+        info, id, lambda actor, job_id: service.heartbeat(actor, job_id, lease_seconds, progress)
+    )
 
 
 async def complete_job(info: Info, id: strawberry.ID, result: JSON | None = None) -> JobPayload:
-    ctx, actor = info.context, info.context.require_actor()
-    try:
-        job = await ctx.service.complete(actor, _job_id(id), result)
-    except DomainError as exc:
-        return _refused(exc, info)
-    return JobPayload(job=Job.of(job))
+    service = info.context.service
+    return await _job_change(
+        info, id, lambda actor, job_id: service.complete(actor, job_id, result)
+    )
 
 
 async def fail_job(
@@ -152,21 +160,11 @@ async def fail_job(
 
 
 async def cancel_job(info: Info, id: strawberry.ID) -> JobPayload:
-    ctx, actor = info.context, info.context.require_actor()
-    try:
-        job = await ctx.service.cancel(actor, _job_id(id))
-    except DomainError as exc:
-        return _refused(exc, info)
-    return JobPayload(job=Job.of(job))
+    return await _job_change(info, id, info.context.service.cancel)
 
 
 async def retry_job(info: Info, id: strawberry.ID) -> JobPayload:
-    ctx, actor = info.context, info.context.require_actor()
-    try:
-        job = await ctx.service.retry(actor, _job_id(id))
-    except DomainError as exc:
-        return _refused(exc, info)
-    return JobPayload(job=Job.of(job))
+    return await _job_change(info, id, info.context.service.retry)
 
 
 async def cancel_jobs(info: Info, filter: JobFilter, limit: int | None = 1000) -> BulkJobsPayload:
