@@ -70,6 +70,17 @@ def total(tx: Tx, *, producer: str | None, job_type: str | None, status: str | N
     return int(tx.conn.execute(stmt).scalar_one())
 
 
+def by_status_of(
+    tx: Tx, types: Sequence[str], producer: str | None
+) -> dict[str, tuple[int, int, int]]:
+    """For each status with any job: how many jobs, how many of them of `types`, and how
+    many of `producer` (all, when not given)."""
+    typed = sa.case((C.job_type.in_(types), C.n), else_=0)
+    made = C.n if producer is None else sa.case((C.producer == producer, C.n), else_=0)
+    stmt = sa.select(C.status, *(sa.func.sum(n) for n in (C.n, typed, made))).group_by(C.status)
+    return {s: (int(n), int(of), int(by)) for s, n, of, by in tx.conn.execute(stmt).all()}
+
+
 def by_type_and_status(tx: Tx) -> list[tuple[str, str, int]]:
     """How many jobs of each type and status (only those with any), over every producer."""
     stmt = sa.select(C.job_type, C.status, sa.func.sum(C.n)).group_by(C.job_type, C.status)

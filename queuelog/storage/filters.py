@@ -56,6 +56,12 @@ class JobFilter(NamedTuple):
             cond.append(dialect.payload_contains(J.payload, self.payload_contains))
         return cond
 
+    def narrowed(self, status: str | None, job_type: str | None) -> JobFilter:
+        """This filter, and of `status` and of `job_type` too when given."""
+        return self._replace(
+            statuses=_also(self.statuses, status), types=_also(self.types, job_type)
+        )
+
     def id_order(self) -> sa.ColumnElement[int]:
         """What matching jobs are ordered by: their id. A creation window that ended longer
         ago than it lasted is read through ix_jobs_created and its rows sorted (`id + 0`
@@ -66,6 +72,12 @@ class JobFilter(NamedTuple):
         if after is not None and before is not None and before - after < _now() - before:
             return J.id + 0
         return J.id
+
+
+def _also(values: tuple[str, ...] | None, one: str | None) -> tuple[str, ...] | None:
+    if one is None:
+        return values
+    return (one,) if values is None else tuple(v for v in values if v == one)
 
 
 def _now() -> datetime:

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Row
 
 from queuelog.lifecycle import CLAIM, RUNNING, Status, Transition
 from queuelog.storage import counts as counts_sql
-from queuelog.storage import driver
+from queuelog.storage import driver, job_lists
 from queuelog.storage import events as events_sql
 from queuelog.storage.driver import JobRow
 from queuelog.storage.driver import expired_leases as expired_leases  # as it is
@@ -170,24 +170,17 @@ def page(
     whether more follow, and (if `count`; else None) the total that match the filter: from
     the job counts, except for a worker's scope or a `match` narrower than every job, where
     it counts every matching row (far more than the page at a deep backlog)."""
-    cond = scope.where(jobs) + match.where(tx.dialect)
-    if status is not None:
-        cond.append(J.status == status)
-    if job_type is not None:
-        cond.append(J.type == job_type)
     total = None
     if count and scope.worker is None and match == EVERY_JOB:  # from the counters
         total = counts_sql.total(tx, producer=scope.producer, job_type=job_type, status=status)
-    elif count:
+    match = match.narrowed(status, job_type)
+    if count and total is None:
+        cond = scope.where(jobs) + match.where(tx.dialect)
         stmt = sa.select(sa.func.count()).select_from(jobs).where(*cond)
         total = tx.conn.execute(stmt).scalar_one()
-    order = match.id_order()
-    if before_id is not None:
-        cond.append(J.id < before_id)
-        order = J.id  # a later page's walk back starts at its cursor, inside the window
-    rows = list(
-        tx.conn.execute(sa.select(*ALL).where(*cond).order_by(order.desc()).limit(first + 1)).all()
-    )
+    found = job_lists.ids(tx, scope=scope, match=match, limit=first + 1, before_id=before_id)
+    stmt = sa.select(*ALL).where(J.id.in_(found)).order_by(J.id.desc())
+    rows = list(tx.conn.execute(stmt).all())
     return rows[:first], len(rows) > first, total
 
 
@@ -196,9 +189,11 @@ def ids_matching(
 ) -> list[int]:
     """Up to `limit` ids of jobs in `scope` that `match` and are in one of `statuses`,
     oldest first."""
-    cond = [*scope.where(jobs), *match.where(tx.dialect), J.status.in_(statuses)]
-    stmt = sa.select(J.id).where(*cond).order_by(match.id_order()).limit(limit)
-    return list(tx.conn.execute(stmt).scalars())
+    wanted = tuple(s for s in statuses if match.statuses is None or s in match.statuses)
+    found = job_lists.ids(
+        tx, scope=scope, match=match._replace(statuses=wanted), limit=limit, newest=False
+    )
+    return list(tx.conn.execute(found).scalars())
 
 
 def counts(tx: Tx, *, scope: Scope, job_type: str | None) -> dict[str, int]:

@@ -119,9 +119,10 @@ jobs = sa.Table(
         sqlite_where=_RUNNING,
         postgresql_where=_RUNNING,
     ),
-    # No other index may find pending jobs on PostgreSQL: with no statistics, or stale ones
-    # from an empty queue, its planner costs them all alike and may read this one and sort
-    # the whole backlog on every claim (migration 0004).
+    # No other index may find pending jobs by type on PostgreSQL: with no statistics, or
+    # stale ones from an empty queue, its planner costs them all alike and may read this one
+    # and sort the whole backlog on every claim (migration 0004). A list by type reads its
+    # pending jobs through ix_jobs_claim instead (`storage.job_lists`).
     sa.Index(
         "ix_jobs_status_type",
         "status",

@@ -230,6 +230,16 @@ class Dialect:
         take its own index range)."""
         return condition
 
+    # Whether a read's planner should be told each condition's share of the rows
+    # (`likelihood`), read from the job counts: its statistics cannot tell a rare value of
+    # a column from a common one.
+    wants_shares: ClassVar[bool] = False
+
+    def likelihood(self, condition: sa.ColumnElement[bool], share: float) -> sa.ColumnElement[bool]:
+        """`condition`, marked as true of about `share` (0 to 1) of the rows it is tested on,
+        where the backend's planner takes such a mark (`wants_shares`)."""
+        return condition
+
     def connection_gone(self, conn: sa.Connection) -> bool:
         """Whether `conn` is known to be gone (so that nothing tries to roll it back)."""
         return False

@@ -10,6 +10,7 @@ their indexes.
 from __future__ import annotations
 
 import json
+import math
 import operator
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -244,6 +245,16 @@ class SQLiteDialect(Dialect):
     def selective(self, condition: sa.ColumnElement[bool]) -> sa.ColumnElement[bool]:
         # SQLite's statistics average over all values of a column: told with unlikely().
         hinted: sa.ColumnElement[bool] = sa.func.unlikely(condition)  # as is: no "= 1"
+        return hinted
+
+    wants_shares = True
+
+    def likelihood(self, condition: sa.ColumnElement[bool], share: float) -> sa.ColumnElement[bool]:
+        # A constant of the statement (SQLite takes no parameter here), rounded to a power
+        # of two so that a few statement texts serve every share.
+        rounded = 2.0 ** max(-30, min(0, round(math.log2(max(share, 2.0**-30)))))
+        hint = sa.literal(rounded, sa.Float, literal_execute=True)
+        hinted: sa.ColumnElement[bool] = sa.func.likelihood(condition, hint)  # no "= 1"
         return hinted
 
     def begin_write(self, driver_connection: Any) -> None:
