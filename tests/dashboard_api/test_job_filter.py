@@ -113,6 +113,39 @@ def test_pages_newest_first(server: LiveServer, world: dict[str, Any]) -> None:
     assert seen == [c, b, a]
 
 
+CANCEL = "mutation($id: ID!) { cancelJob(id: $id) { job { status } } }"
+
+
+def test_a_producers_type_pages_its_pending_and_other_jobs_in_one_order(
+    server: LiveServer, job_type: str
+) -> None:
+    """A type of few jobs is read in two branches, its pending jobs and its others
+    (`storage.job_lists`): merged, a producer's pages hold its jobs newest first, statuses
+    interleaved, and none of another producer's."""
+    alice = server.create_key("PRODUCER", [job_type])
+    bob = server.create_key("PRODUCER", [job_type])
+    mine = []
+    for i in range(6):
+        mine.append(enqueued(server, alice, type=job_type)["id"])
+        enqueued(server, bob, type=job_type)
+        if i % 2:
+            cancelled = server.gql(CANCEL, {"id": mine[-1]}, alice)["cancelJob"]["job"]
+            assert cancelled["status"] == "CANCELLED"
+    seen: list[str] = []
+    after = None
+    while True:
+        args = {"filter": {"types": [job_type]}, "first": 2, "after": after}
+        page = server.gql(JOBS, args, alice)["jobs"]
+        assert page["totalCount"] == 6
+        seen += [n["id"] for n in page["nodes"]]
+        if not page["pageInfo"]["hasNextPage"]:
+            break
+        after = page["pageInfo"]["endCursor"]
+    assert seen == mine[::-1]
+    pending = {"types": [job_type], "statuses": ["PENDING"]}
+    assert ids(server, alice, pending) == mine[-2::-2]
+
+
 def test_a_producer_never_reaches_another_producers_jobs(
     server: LiveServer, world: dict[str, Any]
 ) -> None:
