@@ -61,12 +61,22 @@ def by_status(tx: Tx, *, producer: str | None, job_type: str | None) -> dict[str
     return {status: int(n) for status, n in tx.conn.execute(stmt).all()}
 
 
-def total(tx: Tx, *, producer: str | None, job_type: str | None, status: str | None) -> int:
-    """How many jobs match (each filter when given)."""
+def total(
+    tx: Tx,
+    *,
+    producer: str | None,
+    types: Sequence[str] | None,
+    statuses: Sequence[str] | None,
+) -> int:
+    """How many jobs match (each condition when given: of `producer`, of one of `types`,
+    in one of `statuses`)."""
     stmt = sa.select(sa.func.coalesce(sa.func.sum(C.n), 0))
-    for column, value in ((C.producer, producer), (C.job_type, job_type), (C.status, status)):
-        if value is not None:
-            stmt = stmt.where(column == value)
+    if producer is not None:
+        stmt = stmt.where(C.producer == producer)
+    if types is not None:
+        stmt = stmt.where(C.job_type.in_(types))
+    if statuses is not None:
+        stmt = stmt.where(C.status.in_(statuses))
     return int(tx.conn.execute(stmt).scalar_one())
 
 

@@ -62,6 +62,11 @@ class JobFilter(NamedTuple):
             statuses=_also(self.statuses, status), types=_also(self.types, job_type)
         )
 
+    def counted(self) -> bool:
+        """Whether the job counts say how many jobs match: the filter names nothing but
+        statuses, types and a producer, what they count by."""
+        return self._replace(statuses=None, types=None, producer=None) == EVERY_JOB
+
     def id_order(self) -> sa.ColumnElement[int]:
         """What matching jobs are ordered by: their id. A creation window that ended longer
         ago than it lasted is read through ix_jobs_created and its rows sorted (`id + 0`

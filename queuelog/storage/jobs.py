@@ -168,13 +168,20 @@ def page(
 ) -> tuple[list[Row[Any]], bool, int | None]:
     """Newest first: up to `first` jobs in `scope` that `match`, with id below `before_id`,
     whether more follow, and (if `count`; else None) the total that match the filter: from
-    the job counts, except for a worker's scope or a `match` narrower than every job, where
-    it counts every matching row (far more than the page at a deep backlog)."""
-    total = None
-    if count and scope.worker is None and match == EVERY_JOB:  # from the counters
-        total = counts_sql.total(tx, producer=scope.producer, job_type=job_type, status=status)
+    the job counts when the filter names only what they count by (statuses, types, a
+    producer) and the scope is not a worker's; else a count of every matching row (far
+    more than the page at a deep backlog)."""
     match = match.narrowed(status, job_type)
-    if count and total is None:
+    total = None
+    if count and scope.worker is None and match.counted():  # from the counters
+        producers = {p for p in (scope.producer, match.producer) if p is not None}
+        total = 0
+        if len(producers) < 2:
+            producer = next(iter(producers), None)
+            total = counts_sql.total(
+                tx, producer=producer, types=match.types, statuses=match.statuses
+            )
+    elif count:
         cond = scope.where(jobs) + match.where(tx.dialect)
         stmt = sa.select(sa.func.count()).select_from(jobs).where(*cond)
         total = tx.conn.execute(stmt).scalar_one()
