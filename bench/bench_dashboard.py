@@ -14,7 +14,7 @@ Each query is sent once untimed, then `repeats` times timed (client-side wall ti
 HTTP request): p50 and max, as an admin and as one of the producers (who sees only its own
 jobs). A list reads the first page of 50 without `totalCount`; a later page follows
 `endCursor` four pages deep; `totalCount` (what a bulk action's confirmation shows) is
-timed on its own, since it counts every matching row.
+timed on its own, since beyond statuses, types and a producer it counts every matching row.
 """
 
 from __future__ import annotations

@@ -62,7 +62,8 @@ def dashboard_section(dash: dict[str, Any]) -> list[str]:
         "and ANALYZEd (bench/bench_dashboard.py); each query through a live server over "
         f"HTTP, once untimed, then {first['repeats']} times: p50 (max) in ms. *first*: the "
         "first page of 50, without `totalCount`; *later*: four pages on, by `endCursor`; "
-        "*count*: `totalCount` alone, which counts every matching row. Marked *scan*: "
+        "*count*: `totalCount` alone, read from the job counts when the filter names only "
+        "statuses, types and a producer, else a count of every matching row. Marked *scan*: "
         "payloadContains, which may read every job the other conditions leave (on SQLite "
         "always; on PostgreSQL its GIN index serves it).",
         "",
