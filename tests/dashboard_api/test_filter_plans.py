@@ -153,6 +153,28 @@ CONTAINMENT = [
 ]
 
 
+def test_the_list_finds_what_containment_reads(db: Database) -> None:
+    """Every filter of the table above against every payload there (and a few more), through
+    the list: the jobs found are those `json_contains` reads as containing it (on SQLite
+    past its json_extract pre-test, on PostgreSQL by jsonb's `@>`)."""
+    values = [v for v, _, _ in CONTAINMENT] + [{"a": 1, "b": 2}, {"a.b": 1}, {"a": "x\u00e9"}]
+    wanted = [w for _, w, _ in CONTAINMENT] + [{"a.b": 1}, {"a": "x\u00e9"}, {"b": 2, "a": 1.0}]
+    ids = insert(db, *(job(payload=orjson.dumps(v).decode()) for v in values))
+    for w in wanted:
+        rows, _, _ = db.read_sync(
+            jobs_sql.page,
+            scope=EVERYTHING,
+            status=None,
+            job_type=None,
+            first=100,
+            before_id=None,
+            count=False,
+            match=JobFilter(payload_contains=orjson.dumps(w).decode()),
+        )
+        expected = [i for i, v in zip(ids, values, strict=True) if json_contains(v, w)]
+        assert sorted(r.id for r in rows) == expected, w
+
+
 def test_json_contains_reads_as_jsonb(services: Services) -> None:
     """The Python reading SQLite uses, case by case; on PostgreSQL, jsonb agrees."""
     with services.db.reader.connect() as conn:

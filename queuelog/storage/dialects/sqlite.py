@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import math
 import operator
+import re
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,6 +52,21 @@ _FREE_TYPE = f"(SELECT ? WHERE {free_type('?')})"
 
 # The SQL function `payload_contains` calls; each connection registers it (`storage.engines`).
 JSON_CONTAINS = "queuelog_json_contains"  # the name `payload_contains` spells
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _scalars(wanted: dict[str, Any], path: str = "$") -> Iterator[tuple[str, Any]]:
+    """The JSON path and value of each string, number or boolean in `wanted` reached through
+    objects under plain keys only (what json_extract returns as the same SQL value)."""
+    for key, value in wanted.items():
+        if not _PLAIN_KEY.fullmatch(key):
+            continue
+        if isinstance(value, dict):
+            yield from _scalars(value, f"{path}.{key}")
+        elif isinstance(value, (str, int, float)):
+            yield f"{path}.{key}", value
 
 
 def json_contains_text(value: str | None, wanted: str | None) -> int | None:
@@ -143,8 +159,14 @@ class SQLiteDialect(Dialect):
         return (micros - since_us).self_group().op("/")(width_us)
 
     def payload_contains(self, column: Any, wanted: str) -> sa.ColumnElement[bool]:
+        # Each scalar the filter holds under plain keys is first compared by json_extract,
+        # in C: a payload without it cannot contain the filter, and most are passed by
+        # without the Python test (SQLite tests the conditions in this order).
         contains: sa.Function[int] = sa.func.queuelog_json_contains(column, wanted)
-        return contains == 1
+        found = [
+            sa.func.json_extract(column, path) == v for path, v in _scalars(json.loads(wanted))
+        ]
+        return sa.and_(*found, contains == 1)
 
     def claim_params(
         self,
