@@ -1,25 +1,25 @@
 """Long-poll claims: when nothing is claimable, wait for a job to become claimable.
 
-The waiting claims of a process wait in line (`Waiters`, one per feed). While any waits,
-one follower of the change feed (the same wake-up as the subscriptions: local commits,
-NOTIFY from other replicas on PostgreSQL, the feed's polling otherwise) wakes, for each job
-that enters PENDING, the first waiter in line that wants its type and is not woken yet: a
-job wakes one claim, not all of them, and an idle waiter costs only its recheck. Every waiter claims
-after joining the line, and a woken one claims after its wake, so a claim that finds
-nothing proves nothing of its types was claimable then; it keeps its place. A waiter that
-leaves without having used its wake (its client left, its time ran out, or it claimed jobs
-of other types) hands the wake to the next in line. Each waiter also tries again every
-`recheck` seconds, for jobs whose runAt or retry backoff passes while it waits (those make
-no event when they become due).
+The waiting claims of a process wait in line (`Waiters`, one per feed). While any waits, one
+follower of the change feed (the same wake-up as the subscriptions: local commits, NOTIFY
+from other replicas on PostgreSQL, the feed's polling otherwise) wakes, for each job that
+enters PENDING, the first waiter in line that wants its type and is not woken yet: a job
+wakes one claim, not all of them, and an idle waiter costs only its recheck. A claim that
+finds jobs at once never joins the line; every waiter claims after joining it, and a woken
+one claims after its wake, so a claim that finds nothing proves nothing of its types was
+claimable then; it keeps its place. A waiter that leaves without having used its wake (its
+client left, its time ran out, or it claimed jobs of other types) hands the wake to the next
+in line. Each waiter also tries again every `recheck` seconds, for jobs whose runAt or retry
+backoff passes while it waits (those make no event when they become due).
 
 Of a type with flow limits (`service.job_types`), every waiter that wants it tries again
-when a job of it leaves RUNNING (a place may be free), and every waiter tries again when
-the next token of its rate limit is due and when a type's pause or limits change: those are
-rare next to new jobs, and a place freed on another replica is not counted here, so waking
-all of them is the rule that cannot miss one.
+when a job of it leaves RUNNING (a place may be free), and every waiter tries again when the
+next token of its rate limit is due and when a type's pause or limits change: those are rare
+next to new jobs, and a place freed on another replica is not counted here, so waking all of
+them is the rule that cannot miss one.
 
-A waiter whose client went away (`gone` finished) stops waiting; jobs it claimed after
-that are given back at once (`give_back`), since nobody will receive them."""
+A waiter whose client went away (`gone` finished) stops waiting; jobs it claimed after that
+are given back at once (`give_back`), since nobody will receive them."""
 
 from __future__ import annotations
 
@@ -158,6 +158,12 @@ async def claim_waiting(
     `flow`, limited types wake it as the module says."""
     if seconds <= 0 or not feed.running:
         return await claim()
+    # A busy worker's claim finds jobs at once: it never takes a place in line (which
+    # starts the feed's follower and its reads). One that finds nothing claims again
+    # after joining, so a job that came in between is not missed.
+    jobs = await claim()
+    if jobs:
+        return jobs
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     every = RECHECK_SECONDS if recheck is None else recheck

@@ -166,14 +166,15 @@ async def test_a_job_wakes_one_waiting_claim_not_all(
     counted = CountedClaims(services, monkeypatch)
     async with client(key, n) as http:
         waiting = waiting_claims(http, server.url, "pdf", n)
-        await counted.until(n)  # each claimed once, found nothing and waits in line
+        # Each claimed before and after joining the line, found nothing and waits in it.
+        await counted.until(2 * n)
         first = (await post(server, key, ENQUEUE, t="pdf"))["enqueueJob"]["job"]["id"]
         assert await answered(waiting, 1) == [{"job": {"id": first}, "userErrors": []}]
-        assert counted.count == n + 1
+        assert counted.count == 2 * n + 1
         second = (await post(server, key, ENQUEUE, t="pdf"))["enqueueJob"]["job"]["id"]
         answers = await answered(waiting, 2)
         assert {a["job"]["id"] for a in answers} == {first, second}
-        assert counted.count == n + 2  # the other waiters were never woken
+        assert counted.count == 2 * n + 2  # the other waiters were never woken
         await stop(waiting)
 
 
@@ -184,7 +185,7 @@ async def test_as_many_jobs_as_waiting_claims_answer_them_all(
     counted = CountedClaims(services, monkeypatch)
     async with client(key, n) as http:
         waiting = waiting_claims(http, server.url, "email", n)
-        await counted.until(n)
+        await counted.until(2 * n)
         ids = [
             (await post(server, key, ENQUEUE, t="email"))["enqueueJob"]["job"]["id"]
             for _ in range(n)
@@ -201,10 +202,10 @@ async def test_a_woken_claim_whose_job_was_taken_leaves_the_next_job_to_the_line
     counted = CountedClaims(services, monkeypatch)
     async with client(key, n) as http:
         waiting = waiting_claims(http, server.url, "sync", n)
-        await counted.until(n)
+        await counted.until(2 * n)
         counted.steal_next = True
         await post(server, key, ENQUEUE, t="sync")
-        await counted.until(n + 1)  # the woken claim found nothing: it was taken
+        await counted.until(2 * n + 1)  # the woken claim found nothing: it was taken
         assert not any(t.done() for t in waiting)
         job_id = (await post(server, key, ENQUEUE, t="sync"))["enqueueJob"]["job"]["id"]
         assert await answered(waiting, 1) == [{"job": {"id": job_id}, "userErrors": []}]
