@@ -236,6 +236,21 @@ class AsyncClient:
         outcome. An error of the whole request (unreachable server, limits) is raised."""
         return await self._run(lambda f: ops.settle(f, settlements))
 
+    async def settle_and_claim(
+        self,
+        settlements: Sequence[Settlement],
+        limit: int,
+        *,
+        types: Sequence[str] | None = None,
+        lease_seconds: int | None = None,
+    ) -> tuple[list[Job | Failed | UserError], list[Job]]:
+        """`settle`, then up to `limit` jobs claimed in the same request (it never waits for
+        one): a busy worker's one round trip per batch of jobs."""
+        wanted = None if types is None else list(types)
+        return await self._run(
+            lambda f: ops.settle_and_claim(f, settlements, limit, wanted, lease_seconds)
+        )
+
 
 class Client:
     """queuelog's API for blocking code. Use as `with Client() as client:`."""

@@ -240,9 +240,10 @@ SETTLE_BATCH = 15
 
 
 @functools.lru_cache(maxsize=512)
-def _settle_document(completed: int, failed: int) -> str:
-    """The document for `completed` completeJob fields then `failed` failJob fields: one text
-    per pair of counts, so the server compiles each shape once."""
+def _settle_document(completed: int, failed: int, claim: bool = False) -> str:
+    """The document for `completed` completeJob fields then `failed` failJob fields, then
+    with `claim` a claimJobs field that never waits: one text per shape, so the server
+    compiles each shape once."""
     declared, fields = [], []
     for k in range(completed):
         declared.append(f"$i{k}: ID!, $r{k}: JSON")
@@ -254,6 +255,12 @@ def _settle_document(completed: int, failed: int) -> str:
         fields.append(
             f"a{k}: failJob(id: $i{k}, error: $e{k}, retryable: $y{k}) "
             f"{{ job {{ {HELD_FIELDS} }} willRetry {ERRORS} }}"
+        )
+    if claim:
+        declared.append("$limit: Int!, $types: [String!], $lease: Int")
+        fields.append(
+            "claimJobs(limit: $limit, types: $types, leaseSeconds: $lease) "
+            f"{{ jobs {{ {HELD_FIELDS} }} {ERRORS} }}"
         )
     return f"mutation({', '.join(declared)}) {{ {' '.join(fields)} }}"
 
@@ -290,6 +297,27 @@ def settle(
         return [answers[i] for i in range(len(order))]
 
     document = _settle_document(completed, len(order) - completed)
+    return Operation(document, variables, parse)
+
+
+def settle_and_claim(
+    f: Features,
+    settlements: Sequence[Settlement],
+    limit: int,
+    types: list[str] | None,
+    lease_seconds: int | None,
+) -> Operation[tuple[list[Job | Failed | UserError], list[Job]]]:
+    """`settle`, then in the same request a claim of up to `limit` jobs that answers at once
+    (the fields run in order, so the places the outcomes free are free for the claim)."""
+    outcomes = settle(f, settlements)
+    completed = sum(s.completed for s in settlements)
+    document = _settle_document(completed, len(settlements) - completed, claim=True)
+    variables = {**outcomes.variables, "limit": limit, "types": types, "lease": lease_seconds}
+
+    def parse(data: dict[str, Any]) -> tuple[list[Job | Failed | UserError], list[Job]]:
+        jobs = [Job.of(j) for j in _payload(data, "claimJobs")["jobs"]]
+        return outcomes.parse(data), jobs
+
     return Operation(document, variables, parse)
 
 

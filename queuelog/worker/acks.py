@@ -4,7 +4,8 @@ ready together.
 A report goes out at once when no request of reports is on its way; the ones that become
 ready meanwhile wait for it and then leave together (a full batch, `SETTLE_BATCH`, leaves at
 once), so a lone report is never held back and a busy worker sends one request for many
-jobs."""
+jobs. While the worker's claim loop is `carrying`, reports wait for it instead: it is about
+to claim for the places their handlers freed, and takes them along in the same request."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from queuelog.client.models import (
 from queuelog.client.operations import SETTLE_BATCH
 
 Answer = Job | Failed | UserError
+Ready = tuple[Settlement, "asyncio.Future[Answer]"]
 # Errors worth retrying: the server was unreachable, restarting or busy.
 TRANSIENT = ("CONNECTION_FAILED", "RATE_LIMITED", "HTTP_502", "HTTP_503", "HTTP_504")
 TOO_COMPLEX = "QUERY_TOO_COMPLEX"  # a server with lower query limits than the default
@@ -40,17 +42,36 @@ class Acks:
     def __init__(self, client: AsyncClient, batch: int = SETTLE_BATCH) -> None:
         self.client = client
         self.batch = batch
-        self._ready: list[tuple[Settlement, asyncio.Future[Answer]]] = []
+        self._ready: list[Ready] = []
         self._sending: set[asyncio.Task[None]] = set()
+        self.carrying = False  # the claim loop takes the ready reports with its next claim
 
     async def send(self, settlement: Settlement) -> Answer:
         """The server's answer for this one outcome; raises what made the whole request
         fail (then nothing is known of this outcome: send it again)."""
         answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._ready.append((settlement, answer))
-        if not self._sending or len(self._ready) >= self.batch:
+        if len(self._ready) >= self.batch or not (self._sending or self.carrying):
             self._start()
         return await answer
+
+    def take(self) -> list[Ready]:
+        """The ready reports (a batch at most), for the claim loop to carry; the loop then
+        settles each with `answered` or `failed`."""
+        self.carrying = False
+        taken, self._ready = self._ready[: self.batch], self._ready[self.batch :]
+        return [(s, answer) for s, answer in taken if not answer.done()]
+
+    def put_back(self, taken: list[Ready]) -> None:
+        """Reports the claim loop took but could not carry: they go on their own."""
+        self._ready[:0] = taken
+        self.release()
+
+    def release(self) -> None:
+        """The claim loop will not carry the ready reports after all: send them."""
+        self.carrying = False
+        if self._ready and not self._sending:
+            self._start()
 
     def _start(self) -> None:
         task = asyncio.create_task(self._flush())
@@ -59,7 +80,7 @@ class Acks:
 
     def _sent(self, task: asyncio.Task[None]) -> None:
         self._sending.discard(task)
-        if self._ready and not self._sending:
+        if self._ready and not (self._sending or self.carrying):
             self._start()
 
     async def _flush(self) -> None:
@@ -83,9 +104,7 @@ class Acks:
         except BaseException:
             _cancel_all(batch)
             raise
-        for (_, answer), out in zip(batch, answers, strict=True):
-            if not answer.done():
-                answer.set_result(out)
+        answered(batch, answers)
 
     async def _one(self, settlement: Settlement, answer: asyncio.Future[Answer]) -> None:
         try:
@@ -100,13 +119,29 @@ class Acks:
             answer.set_result(out)
 
 
-def _settle_all(batch: list[tuple[Settlement, asyncio.Future[Answer]]], exc: Exception) -> None:
+def answered(batch: list[Ready], answers: list[Answer]) -> None:
+    """Each report's answer, in order."""
+    for (_, answer), out in zip(batch, answers, strict=True):
+        if not answer.done():
+            answer.set_result(out)
+
+
+def failed(batch: list[Ready], exc: BaseException) -> None:
+    """The request carrying these reports failed as a whole: each raises it, or is
+    cancelled if the request was."""
+    if isinstance(exc, Exception):
+        _settle_all(batch, exc)
+    else:
+        _cancel_all(batch)
+
+
+def _settle_all(batch: list[Ready], exc: Exception) -> None:
     for _, answer in batch:
         if not answer.done():
             answer.set_exception(exc)
 
 
-def _cancel_all(batch: list[tuple[Settlement, asyncio.Future[Answer]]]) -> None:
+def _cancel_all(batch: list[Ready]) -> None:
     for _, answer in batch:
         with contextlib.suppress(asyncio.InvalidStateError):
             answer.cancel()

@@ -24,7 +24,7 @@ from typing import Any
 from queuelog.client.backoff import Backoff
 from queuelog.client.clients import AsyncClient
 from queuelog.client.models import Job, QueuelogError
-from queuelog.worker.acks import Acks, transient
+from queuelog.worker.acks import TOO_COMPLEX, Acks, Ready, answered, failed, transient
 from queuelog.worker.attempt import Attempt, Handler
 
 log = logging.getLogger("queuelog.worker")
@@ -62,6 +62,8 @@ class Worker:
         self.grace_seconds = grace_seconds
         self.wait_seconds = wait_seconds
         self.handlers: dict[str, tuple[Handler, float | None]] = {}
+        # Reports of finished jobs ride with the claim for their freed places.
+        self.carry = True
         self._stopping: asyncio.Event | None = None
         self._signals = 0
 
@@ -112,7 +114,10 @@ class Worker:
             acks = Acks(client)
             log.info("worker up: %s, concurrency %d", ",".join(types), self.concurrency)
             try:
-                await self._claim_loop(client, acks, types, running)
+                try:
+                    await self._claim_loop(client, acks, types, running)
+                finally:
+                    acks.release()  # no claim will carry what is ready
                 await self._drain(running)
             finally:
                 for task in running:
@@ -133,18 +138,35 @@ class Worker:
         errors = Backoff(first=0.1, cap=10.0)
         idle = Backoff(first=0.02, cap=IDLE_POLL_CAP)
         freed = asyncio.Event()
+        waiting_for_slot = False
+
+        def handled() -> None:
+            # The handler's slot is free: the claim for it will carry the handler's report.
+            freed.set()
+            if waiting_for_slot and self.carry:
+                acks.carrying = True
+
         while not stopping.is_set():
             # A slot is free once its handler is over, while its outcome is still being sent;
             # at most `concurrency` more jobs may wait for their outcome's answer.
             handling = sum(not a.handled for a in running.values())
             free = min(self.concurrency - handling, 2 * self.concurrency - len(running))
             if free <= 0:
+                acks.release()  # those answers may be what frees a slot
                 freed.clear()
+                waiting_for_slot = True
                 await _either(freed, stopping)
+                waiting_for_slot = False
                 await asyncio.sleep(0)  # the handlers that ended together free their slots
                 continue
             try:
-                jobs = await self._claim(client, types, min(free, 100))
+                riders = acks.take() if self.carry else []
+                if riders:
+                    jobs: list[Job] | None = await self._claim_carrying(
+                        client, acks, riders, types, min(free, 100)
+                    )
+                else:
+                    jobs = await self._claim(client, types, min(free, 100))
             except QueuelogError as exc:
                 if not transient(exc):
                     raise
@@ -157,7 +179,7 @@ class Worker:
             errors.reset()
             received = time.monotonic()
             for job in jobs:
-                attempt = self._attempt(client, acks, job, received, freed.set)
+                attempt = self._attempt(client, acks, job, received, handled)
                 task = asyncio.create_task(attempt.run())
                 running[task] = attempt
                 task.add_done_callback(functools.partial(_ended, running, freed))
@@ -186,6 +208,35 @@ class Worker:
             if claim.cancelled() and self._stopping.is_set():
                 return None
             raise
+
+    async def _claim_carrying(
+        self,
+        client: AsyncClient,
+        acks: Acks,
+        riders: list[Ready],
+        types: list[str],
+        limit: int,
+    ) -> list[Job]:
+        """Send the ready reports and a claim that answers at once, in one request. A server
+        that refuses the combined request as too complex gets them apart from now on."""
+        settlements = [s for s, _ in riders]
+        try:
+            answers, jobs = await client.settle_and_claim(
+                settlements, limit, types=types, lease_seconds=self.lease_seconds
+            )
+        except QueuelogError as exc:
+            if exc.code != TOO_COMPLEX:
+                failed(riders, exc)
+                raise
+            log.info("the server refused reports carried by a claim; sending them apart")
+            self.carry = False
+            acks.put_back(riders)
+            return []
+        except BaseException as exc:
+            failed(riders, exc)
+            raise
+        answered(riders, answers)
+        return jobs
 
     def _attempt(
         self,

@@ -22,19 +22,33 @@ Sent = list[list[tuple[str, bool, Any]]]
 
 
 def recording(monkeypatch: pytest.MonkeyPatch, lose_first_answer: bool = False) -> Sent:
-    """Record every batch of outcomes the worker sends; optionally lose the answer to the
-    first one after the server took it (the worker must send it again)."""
+    """Record every batch of outcomes the worker sends, alone or carried by a claim;
+    optionally lose the answer to the first one after the server took it (the worker must
+    send it again)."""
     sent: Sent = []
-    settle = AsyncClient.settle
+    settle, settle_and_claim = AsyncClient.settle, AsyncClient.settle_and_claim
+
+    def record(settlements: list[Settlement]) -> None:
+        sent.append([(s.job_id, s.completed, s.result) for s in settlements])
 
     async def settle_recorded(self: AsyncClient, settlements: list[Settlement]) -> Any:
-        sent.append([(s.job_id, s.completed, s.result) for s in settlements])
+        record(settlements)
         answers = await settle(self, settlements)
         if lose_first_answer and len(sent) == 1:
             raise ConnectionFailed("the answer was lost")
         return answers
 
+    async def carried_recorded(
+        self: AsyncClient, settlements: list[Settlement], *args: Any, **kw: Any
+    ) -> Any:
+        record(settlements)
+        answers = await settle_and_claim(self, settlements, *args, **kw)
+        if lose_first_answer and len(sent) == 1:
+            raise ConnectionFailed("the answer was lost")
+        return answers
+
     monkeypatch.setattr(AsyncClient, "settle", settle_recorded)
+    monkeypatch.setattr(AsyncClient, "settle_and_claim", carried_recorded)
     return sent
 
 
@@ -134,4 +148,28 @@ async def test_a_server_that_refuses_the_batch_gets_the_outcomes_one_by_one(
         jobs = await settled(server, ids)
     assert [j.result for j in jobs] == [{"n": i} for i in range(4)]
     assert any(len(batch) > 1 for batch in sent) and len(sent[-1]) == 1
+    assert history(server, ids) == {i: ONCE for i in ids}
+
+
+async def test_reports_ride_with_the_claim_for_the_places_they_freed(
+    server: LiveServer, keys: Keys, job_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    carried: list[tuple[int, int]] = []  # (reports carried, jobs the same request claimed)
+    settle_and_claim = AsyncClient.settle_and_claim
+
+    async def spy(self: AsyncClient, settlements: list[Settlement], *a: Any, **kw: Any) -> Any:
+        answers, jobs = await settle_and_claim(self, settlements, *a, **kw)
+        carried.append((len(settlements), len(jobs)))
+        return answers, jobs
+
+    monkeypatch.setattr(AsyncClient, "settle_and_claim", spy)
+    worker, started, go = held_worker(server.url, keys.worker, job_type)
+    ids = await enqueue(server.url, keys.producer, job_type, 8)
+    async with working(worker):
+        await until(lambda: len(started) == 4)
+        go.set()
+        jobs = await settled(server, ids)
+    assert [j.result for j in jobs] == [{"n": i} for i in range(8)]
+    # The four first reports went with the claim of the next four jobs, in one request.
+    assert carried and carried[0][1] > 0 and sum(n for n, _ in carried) >= 4
     assert history(server, ids) == {i: ONCE for i in ids}
