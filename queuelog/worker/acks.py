@@ -51,7 +51,10 @@ class Acks:
         fail (then nothing is known of this outcome: send it again)."""
         answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._ready.append((settlement, answer))
-        if len(self._ready) >= self.batch or not (self._sending or self.carrying):
+        if self.carrying:
+            if len(self._ready) > self.batch and not self._sending:
+                self._start()  # more than the claim can carry
+        elif len(self._ready) >= self.batch or not self._sending:
             self._start()
         return await answer
 
@@ -60,6 +63,8 @@ class Acks:
         settles each with `answered` or `failed`."""
         self.carrying = False
         taken, self._ready = self._ready[: self.batch], self._ready[self.batch :]
+        if self._ready and not self._sending:
+            self._start()
         return [(s, answer) for s, answer in taken if not answer.done()]
 
     def put_back(self, taken: list[Ready]) -> None:

@@ -29,6 +29,7 @@ from queuelog.worker.attempt import Attempt, Handler
 
 log = logging.getLogger("queuelog.worker")
 IDLE_POLL_CAP = 0.5  # between empty claims, when the server cannot wait for a job itself
+CLAIM_LINGER = 0.002  # seconds a freed slot waits for others about to free (see `_linger`)
 
 
 class Worker:
@@ -139,6 +140,7 @@ class Worker:
         idle = Backoff(first=0.02, cap=IDLE_POLL_CAP)
         freed = asyncio.Event()
         waiting_for_slot = False
+        busy = False  # the last claim found jobs: the next one will not wait on the server
 
         def handled() -> None:
             # The handler's slot is free: the claim for it will carry the handler's report.
@@ -156,18 +158,26 @@ class Worker:
                 freed.clear()
                 waiting_for_slot = True
                 await _either(freed, stopping)
+                await self._linger(running, freed, stopping)
                 waiting_for_slot = False
-                await asyncio.sleep(0)  # the handlers that ended together free their slots
                 continue
+            riders = acks.take() if self.carry else []
+            # Reports that become ready during a claim that answers at once wait for the
+            # next claim; a claim that may wait on the server must not hold them back.
+            quick = bool(riders) or busy
+            if quick and self.carry:
+                acks.carrying = True
+            else:
+                acks.release()
             try:
-                riders = acks.take() if self.carry else []
                 if riders:
                     jobs: list[Job] | None = await self._claim_carrying(
                         client, acks, riders, types, min(free, 100)
                     )
                 else:
-                    jobs = await self._claim(client, types, min(free, 100))
+                    jobs = await self._claim(client, types, min(free, 100), wait=not busy)
             except QueuelogError as exc:
+                busy = False
                 if not transient(exc):
                     raise
                 delay = errors.next_delay()
@@ -176,6 +186,7 @@ class Worker:
                 continue
             if jobs is None:
                 return
+            busy = bool(jobs)
             errors.reset()
             received = time.monotonic()
             for job in jobs:
@@ -188,13 +199,33 @@ class Worker:
             elif not (await client.features()).wait_seconds:
                 await _wait(stopping, idle.next_delay())
 
-    async def _claim(self, client: AsyncClient, types: list[str], limit: int) -> list[Job] | None:
+    async def _linger(
+        self,
+        running: dict[asyncio.Task[None], Attempt],
+        freed: asyncio.Event,
+        stopping: asyncio.Event,
+    ) -> None:
+        """Handlers that end together free their slots together: wait a moment for the
+        others still running, so that one claim (carrying their reports) takes them all."""
+        deadline = time.monotonic() + CLAIM_LINGER
+        while (left := deadline - time.monotonic()) > 0 and not stopping.is_set():
+            if all(a.handled for a in running.values()):
+                return
+            freed.clear()
+            await _wait(freed, left)
+
+    async def _claim(
+        self, client: AsyncClient, types: list[str], limit: int, *, wait: bool = True
+    ) -> list[Job] | None:
         """The jobs of one claim, or None when the worker stopped while the claim waited:
         the request is then cut, and the server gives back any job it took for it."""
         assert self._stopping is not None
         claim = asyncio.create_task(
             client.claim(
-                limit, types=types, lease_seconds=self.lease_seconds, wait_seconds=self.wait_seconds
+                limit,
+                types=types,
+                lease_seconds=self.lease_seconds,
+                wait_seconds=self.wait_seconds if wait else 0,
             )
         )
         try:
