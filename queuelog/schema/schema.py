@@ -129,6 +129,12 @@ class Query:
     )
 
 
+# Mutation fields that change only the one job their `id` argument names, and read nothing
+# before their one write: consecutive ones on different jobs may run together (see
+# `fastpath.prepared`), so a worker's batch of outcomes shares one transaction.
+COMMUTING_MUTATIONS = frozenset({"heartbeatJob", "completeJob", "failJob"})
+
+
 @strawberry.type
 class Mutation:
     enqueue_job: EnqueueJobPayload = strawberry.mutation(
@@ -242,6 +248,7 @@ class QueuelogSchema(strawberry.Schema):
         limits: QueryLimits,
         prepared_operations: bool = True,
         execution_timeout: float | None = None,
+        commuting: frozenset[str] = frozenset(),
     ) -> None:
         fast_path = fastpath.load(prepared_operations)
         super().__init__(
@@ -262,6 +269,7 @@ class QueuelogSchema(strawberry.Schema):
                 schema,
                 parse=lambda query: parse_document(query, limits.max_tokens),
                 validate=lambda document: validate_document(schema, document, limits),
+                commuting=commuting,
             )
         )
 
@@ -352,4 +360,5 @@ def build_schema(settings: Settings | None = None) -> QueuelogSchema:
         limits=QueryLimits.from_settings(settings),
         prepared_operations=settings.prepared_operations,
         execution_timeout=settings.execution_timeout_seconds,
+        commuting=COMMUTING_MUTATIONS,
     )

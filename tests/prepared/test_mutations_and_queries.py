@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,32 @@ from tests.prepared.documents import (
     VIEWER,
 )
 from tests.prepared.harness import JSON, RUN_AT, Run, differential
+
+OUTCOMES = """mutation($a: ID!, $b: ID!, $c: ID!, $r: JSON) {
+  x: completeJob(id: $a, result: $r) { job { id status result } userErrors { code field } }
+  y: failJob(id: $b, error: "e", retryable: false) { job { id status } willRetry
+    userErrors { code } }
+  z: heartbeatJob(id: $c, leaseSeconds: 60) { job { id status } userErrors { code } }
+  w: completeJob(id: "999999") { job { id } userErrors { code } }
+}"""
+SAME_JOB_TWICE = """mutation($c: ID!) {
+  x: completeJob(id: $c, result: 1) { job { id status result } userErrors { code } }
+  y: failJob(id: $c, error: "late") { job { id status } willRetry userErrors { code } }
+}"""
+
+
+async def outcomes_together(post: Any) -> None:
+    """Outcomes of several jobs in one document (run together when prepared), one refused,
+    and two outcomes of the same job (always in order)."""
+    batch = [{"type": "email", "payload": {"k": i}} for i in range(3)]
+    await post("enqueueJobs, for outcomes", ENQUEUE_MANY, {"inputs": batch}, key="producer")
+    got = await post("claimJobs, for outcomes", CLAIM_MANY, {"limit": 3, "types": ["email"]},
+                     key="worker")  # fmt: skip
+    a, b, c = (j["id"] for j in got["data"]["claimJobs"]["jobs"])
+    await post("outcomes together", OUTCOMES, {"a": a, "b": b, "c": c, "r": [1]}, key="worker")
+    await post("outcomes of one job twice", SAME_JOB_TWICE, {"c": c}, key="worker")
+    await post("outcomes together, repeated", OUTCOMES, {"a": a, "b": b, "c": c, "r": [1]},
+               key="worker")  # fmt: skip
 
 
 async def mutations_script(run: Run) -> None:
@@ -137,6 +164,7 @@ async def mutations_script(run: Run) -> None:
     )
     await post("fail, not running", FAIL, {"id": third, "error": "again"}, key="worker")
     await post("fail as a producer", FAIL, {"id": fourth, "error": "x"}, key="producer")
+    await outcomes_together(post)
 
     got = await post("enqueue, to cancel", ENQUEUE, {"input": {"type": "pdf"}}, key="producer")
     pending = got["data"]["enqueueJob"]["job"]["id"]
@@ -210,6 +238,11 @@ async def test_mutations_and_queries_answer_alike(
     bodies = {e.name: e.body for e in shipped.exchanges}
     assert bodies["enqueue, idempotency key again"]["data"]["enqueueJob"]["created"] is False
     assert bodies["complete"]["data"]["completeJob"]["job"]["status"] == "COMPLETED"
+    together = bodies["outcomes together"]["data"]
+    assert together["x"]["job"]["status"] == "COMPLETED" and together["y"]["willRetry"] is False
+    assert together["z"]["job"]["status"] == "RUNNING" and together["w"]["userErrors"]
+    twice = bodies["outcomes of one job twice"]["data"]
+    assert twice["x"]["job"]["status"] == "COMPLETED" and twice["y"]["userErrors"]
     assert bodies["fail, will retry"]["data"]["failJob"]["willRetry"] is True
     assert bodies["createApiKey"]["data"]["createApiKey"]["secret"] == "<secret>"
     assert bodies["revokeApiKey"]["data"] == {"revokeApiKey": True}

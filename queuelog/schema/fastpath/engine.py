@@ -24,5 +24,6 @@ class FastPath:
         schema: GraphQLSchema,
         parse: Callable[[str], DocumentNode],
         validate: Callable[[DocumentNode], list[GraphQLError]],
+        commuting: frozenset[str] = frozenset(),
     ) -> PreparedOperations:
-        return PreparedOperations(schema, parse, validate)
+        return PreparedOperations(schema, parse, validate, commuting=commuting)

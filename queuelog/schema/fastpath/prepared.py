@@ -18,6 +18,15 @@ Errors are located, propagate null to the nearest nullable parent and are logged
 masked as graphql-core and `OperationGuard` would; `tests/prepared/` holds the two
 paths to the same answers.
 
+Mutation fields run one after the other, as GraphQL says, except a run of consecutive
+fields the schema names as commuting (`commuting`: each changes only the one job its `id`
+argument names, and reads nothing before its one write) whose ids all differ: those run
+together, so their writes share one transaction (a worker's batch of outcomes). Their
+answers are those of running them in order, since no field of the run can see another's
+effect. One difference is known: when one of them raises an error that nulls the whole
+`data`, the others of its run have taken effect too, where in order those after it would
+not have run; each of them is safe to repeat, and a client sends the request again.
+
 Not prepared, so executed the generic way: subscriptions, introspection, directives
 (@skip, @include), fields below the root that have a resolver or arguments (`Job.events`),
 abstract types, and queries with more than one resolved root field (graphql-core runs
@@ -34,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -111,6 +120,7 @@ class Prepared:
         schema: GraphQLSchema,
         document: DocumentNode,
         operation: OperationDefinitionNode,
+        commuting: frozenset[str] = frozenset(),
     ) -> None:
         root_type = schema.get_root_type(operation.operation)
         if root_type is None or operation.operation is OperationType.SUBSCRIPTION:
@@ -137,6 +147,7 @@ class Prepared:
         self.operation = operation
         self.fragments = compiler.fragments
         self.roots = roots
+        self.runs = _runs(roots, commuting if operation.operation is OperationType.MUTATION else ())
 
     async def execute(self, context: Any, variables: dict[str, Any] | None) -> Outcome | None:
         """The operation's data and field errors (not yet logged or masked), or None when
@@ -150,18 +161,23 @@ class Prepared:
         errors: list[GraphQLError] = []
         typename = self.root_type.name
         try:
-            for root in self.roots:
-                if root.field is None:
-                    data[root.key] = typename
+            for run in self.runs:
+                args = _apart(run, coerced)
+                if args is not None:
+                    await self._resolve_together(run, args, context, coerced, tracked, data, errors)
                     continue
-                path = Path(None, root.key, typename)
-                try:
-                    data[root.key] = await self._resolve(
-                        root, path, context, coerced, tracked, errors
-                    )
-                except Exception as raw:
-                    errors.append(handled(raw, root.nodes, path, root.non_null))
-                    data[root.key] = None
+                for root in run:
+                    if root.field is None:
+                        data[root.key] = typename
+                        continue
+                    path = Path(None, root.key, typename)
+                    try:
+                        data[root.key] = await self._resolve(
+                            root, path, context, coerced, tracked, errors
+                        )
+                    except Exception as raw:
+                        errors.append(handled(raw, root.nodes, path, root.non_null))
+                        data[root.key] = None
         except Null as null:  # a non-null root field: the whole data is null
             errors.append(null.error)
             return Outcome(None, errors)
@@ -169,6 +185,37 @@ class Prepared:
             if tracked.pending:
                 await asyncio.gather(*tracked.pending, return_exceptions=True)
         return Outcome(data, errors)
+
+    async def _resolve_together(
+        self,
+        run: tuple[_Root, ...],
+        args: list[dict[str, Any]],
+        context: Any,
+        variables: Any,
+        tracked: _Tracked,
+        data: dict[str, Any],
+        errors: list[GraphQLError],
+    ) -> None:
+        """A commuting run's fields at once; their answers and errors in document order."""
+        typename = self.root_type.name
+        paths = [Path(None, root.key, typename) for root in run]
+
+        async def resolve(i: int) -> Any:
+            try:
+                return await self._resolve(
+                    run[i], paths[i], context, variables, tracked, errors, args[i]
+                )
+            except Exception as raw:
+                return _Raised(raw)
+
+        # Started in document order, each runs up to its write before the next starts.
+        results = await asyncio.gather(*(resolve(i) for i in range(len(run))))
+        for root, path, result in zip(run, paths, results, strict=True):
+            if isinstance(result, _Raised):
+                errors.append(handled(result.error, root.nodes, path, root.non_null))
+                data[root.key] = None
+            else:
+                data[root.key] = result
 
     async def _resolve(
         self,
@@ -178,6 +225,7 @@ class Prepared:
         variables: Any,
         tracked: _Tracked,
         errors: list[GraphQLError],
+        args: dict[str, Any] | None = None,
     ) -> Any:
         field = root.field
         assert field is not None and root.resolve is not None
@@ -198,13 +246,56 @@ class Prepared:
             None,
             tracked.helpers,
         )
-        args = get_argument_values(field, node, variables) if field.args or node.arguments else {}
+        if args is None:
+            args = _arguments(root, variables)
         result = root.resolve(None, info, **args)
         if inspect.isawaitable(result):
             result = await result
         if isinstance(result, Exception):
             raise result
         return root.complete(result, path, errors)
+
+
+@dataclass(frozen=True, slots=True)
+class _Raised:
+    error: Exception
+
+
+def _arguments(root: _Root, variables: Any) -> dict[str, Any]:
+    field, node = root.field, root.nodes[0]
+    assert field is not None
+    return get_argument_values(field, node, variables) if field.args or node.arguments else {}
+
+
+def _runs(roots: list[_Root], commuting: Collection[str]) -> list[tuple[_Root, ...]]:
+    """The roots in document order, consecutive commuting fields grouped: each group is a
+    candidate to run together, every other root a group of its own."""
+    runs: list[tuple[_Root, ...]] = []
+    for root in roots:
+        name = root.nodes[0].name.value
+        if root.field is not None and name in commuting and runs and runs[-1][-1].field is not None:
+            last = runs[-1]
+            if last[-1].nodes[0].name.value in commuting:
+                runs[-1] = (*last, root)
+                continue
+        runs.append((root,))
+    return runs
+
+
+def _apart(run: tuple[_Root, ...], variables: Any) -> list[dict[str, Any]] | None:
+    """The arguments of a commuting run's fields when they name different jobs (then they
+    may run together); None for a single field, a repeated id, or arguments that do not
+    coerce (the fields then run in order, and report that as they would)."""
+    if len(run) < 2:
+        return None
+    try:
+        args = [_arguments(root, variables) for root in run]
+    except Exception:
+        return None
+    ids = [a.get("id") for a in args]
+    if None in ids or len(set(ids)) < len(ids):
+        return None
+    return args
 
 
 class PreparedOperations:
@@ -217,8 +308,10 @@ class PreparedOperations:
         parse: Callable[[str], DocumentNode],
         validate: Callable[[DocumentNode], list[GraphQLError]],
         size: int = 1024,
+        commuting: frozenset[str] = frozenset(),
     ) -> None:
         self.schema = schema
+        self.commuting = commuting
         self.parse = parse
         self.validate = validate
         self.size = size
@@ -249,6 +342,6 @@ class PreparedOperations:
         if len(operations) != 1:
             return None
         try:
-            return Prepared(self.schema, document, operations[0])
+            return Prepared(self.schema, document, operations[0], self.commuting)
         except NotPreparable:
             return None
