@@ -30,6 +30,7 @@ from queuelog.worker.attempt import Attempt, Handler
 log = logging.getLogger("queuelog.worker")
 IDLE_POLL_CAP = 0.5  # between empty claims, when the server cannot wait for a job itself
 CLAIM_LINGER = 0.002  # seconds a freed slot waits for others about to free (see `_linger`)
+REPORT_HOLD = 0.005  # seconds ready reports wait, with no slot free, for a claim to carry them
 
 
 class Worker:
@@ -154,10 +155,14 @@ class Worker:
             handling = sum(not a.handled for a in running.values())
             free = min(self.concurrency - handling, 2 * self.concurrency - len(running))
             if free <= 0:
-                acks.release()  # those answers may be what frees a slot
+                # Ready reports wait a moment for the claim of the next freed slot to carry
+                # them, then go on their own: their answers may be what frees a slot.
                 freed.clear()
                 waiting_for_slot = True
-                await _either(freed, stopping)
+                await _wait(freed, REPORT_HOLD)
+                if not freed.is_set():
+                    acks.release()
+                    await _either(freed, stopping)
                 await self._linger(running, freed, stopping)
                 waiting_for_slot = False
                 continue
