@@ -1,10 +1,10 @@
 """`python -m bench`: the whole suite on SQLite and PostgreSQL, written to docs/
-(benchmarks.json, performance.md, claim-latency.png).
+(benchmarks.json, benchmarks.md, claim-latency.png).
 
 `--smoke` runs every benchmark for a second or so and asserts no speed (the tests run it so
 the suite cannot rot). `--soak-seconds` sets the memory soak. `--section NAME` runs that
 section alone and writes OUT/bench-NAME.json (no report). `--report-only` runs nothing:
-it writes performance.md and the plot again from the benchmarks.json already there.
+it writes benchmarks.md and the plot again from the benchmarks.json already there.
 """
 
 from __future__ import annotations
@@ -209,14 +209,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "benchmarks.json").write_text(json.dumps(results, indent=1, default=str))
     write_report(results, args.out)
-    _log(f"wrote {args.out / 'performance.md'} in {results['elapsed_s'] / 60:.1f} min")
+    _log(f"wrote {args.out / 'benchmarks.md'} in {results['elapsed_s'] / 60:.1f} min")
     return 0
 
 
 def write_report(results: dict[str, Any], out: Path) -> None:
-    """performance.md and the claim-latency plot, from one run's results."""
+    """benchmarks.md and the claim-latency plot, from one run's results."""
     command = results.get("command", "python -m bench")
-    (out / "performance.md").write_text(report.markdown(results, command, NOTES))
+    (out / "benchmarks.md").write_text(report.markdown(results, command, NOTES))
     report.plot(results, out / "claim-latency.png")
 
 

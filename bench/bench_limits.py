@@ -107,7 +107,7 @@ async def run(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
 
 
 def report(results: dict[str, dict[str, Any]]) -> list[str]:
-    """The section of performance.md, from each backend's results."""
+    """The section of benchmarks.md, from each backend's results."""
     out = [
         "Each timed claim is one `email` job through `JobService.claim` (then completed, "
         f"untimed), from a backlog whose jobs each carry one of {KEYS:,} concurrency keys, "

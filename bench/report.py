@@ -1,6 +1,7 @@
-"""docs/performance.md and the claim-latency plot, from the results of one run, followed by
-the hand-written notes of bench/notes.md. Section 6 and the Targets rows against the peers
-are report_peers.py's; section 9's table is bench_limits.py's."""
+"""docs/benchmarks.md and the claim-latency plot, from the results of one run (the
+measurements behind the design, written by hand, are in docs/performance.md). Section 6 and
+the Targets rows against the peers are report_peers.py's; section 9's table is
+bench_limits.py's."""
 
 from __future__ import annotations
 
@@ -60,17 +61,15 @@ def _cpus() -> list[str]:
     return [line for line in text.splitlines() if line.startswith("processor")]
 
 
-NOTES = Path(__file__).with_name("notes.md")
-
-
 def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
     be = results["backends"]
     names = list(be)
     out = [
-        "# Performance",
+        "# Benchmarks",
         "",
         "Written by `make bench` (`python -m bench`) from its results in `benchmarks.json`; do "
-        "not edit by hand (the last section comes from `bench/notes.md`). Every figure is the "
+        "not edit by hand ([performance.md](performance.md) keeps the measurements behind the "
+        "design and their history). Every figure is the "
         "median of repeated runs; every speed is also a ratio to a reference measured in the "
         "same run, since the machine is shared and noisy: trust the ratios over the absolute "
         "figures.",
@@ -210,7 +209,6 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
                 f"peak {m['max_mib']:.1f} MiB: drift {m['drift_pct']:+.1f} %."
             )
     out += ["", "## Notes on this run", "", *[f"- {n}" for n in notes], ""]
-    out += [NOTES.read_text().rstrip("\n"), ""]
     return "\n".join(out)
 
 

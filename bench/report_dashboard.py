@@ -1,4 +1,4 @@
-"""Section 10 of docs/performance.md and its rows of the Targets table: the dashboard's
+"""Section 10 of docs/benchmarks.md and its rows of the Targets table: the dashboard's
 queries against a million jobs (bench/bench_dashboard.py)."""
 
 from __future__ import annotations

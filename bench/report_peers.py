@@ -1,4 +1,4 @@
-"""Section 6 of docs/performance.md, queuelog against its peers (huey on SQLite, PgQueuer on
+"""Section 6 of docs/benchmarks.md, queuelog against its peers (huey on SQLite, PgQueuer on
 PostgreSQL), the Targets rows against huey, and the number formats the whole report uses."""
 
 from __future__ import annotations

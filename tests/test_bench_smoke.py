@@ -50,7 +50,7 @@ def test_bench_smoke_runs_every_benchmark_on_both_backends(tmp_path: Path) -> No
         best = results["peers"][peer]["best"]
         assert best["ratios"]["batches of 100"]["take_per_job"] > 0
         assert best["ratios"]["32 concurrent callers"]["full_per_job"] > 0
-    report = (tmp_path / "performance.md").read_text()
+    report = (tmp_path / "benchmarks.md").read_text()
     assert "## Targets" in report and "huey" in report
     assert "Claiming another type behind the largest backlog" in report
     assert "load generator cores" in report
