@@ -3,6 +3,7 @@ the conformance tests that check a statement reads the index it should."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -115,3 +116,22 @@ def plans_kept(tx: Any, containing: str) -> list[tuple[int, int]]:
         {"text": containing},
     )
     return [(int(g), int(c)) for g, c in found.all()]
+
+
+@contextlib.contextmanager
+def sqlite_steps(tx: Any) -> Iterator[list[int]]:
+    """The SQLite virtual-machine steps run inside the block, on `tx`'s connection: the
+    work a statement did, whatever plan it took ([0] once the block ends)."""
+    raw = tx.conn.connection.driver_connection
+    assert raw is not None
+    steps = [0]
+
+    def step() -> int:
+        steps[0] += 1
+        return 0
+
+    raw.set_progress_handler(step, 1)
+    try:
+        yield steps
+    finally:
+        raw.set_progress_handler(None, 1)

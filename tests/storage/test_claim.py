@@ -22,6 +22,7 @@ from tests.storage.plans import (
     pg_nodes,
     pg_pick,
     sqlite_plan,
+    sqlite_steps,
     until_limit,
 )
 from tests.storage.rows import T0, at, claim, events_of, insert, job
@@ -165,24 +166,12 @@ def test_a_claim_does_not_read_the_backlog_of_other_types(
     if db.dialect == "sqlite":
 
         def counted(tx: Tx) -> tuple[list[Any], int]:
-            raw = tx.conn.connection.driver_connection
-            assert raw is not None
-            steps = 0
-
-            def step() -> int:
-                nonlocal steps
-                steps += 1
-                return 0
-
-            raw.set_progress_handler(step, 1)  # type: ignore[attr-defined]
-            try:
-                until = dict.fromkeys(types, at(60))
+            until = dict.fromkeys(types, at(60))
+            with sqlite_steps(tx) as steps:
                 rows = jobs_sql.claim(
                     tx, worker="w1", now=T0, types=types, limit=1, lease_until=until
                 )
-            finally:
-                raw.set_progress_handler(None, 1)  # type: ignore[attr-defined]
-            return rows, steps
+            return rows, steps[0]
 
         rows, steps = db.write_sync(counted)
         assert [r.id for r in rows] == [first]

@@ -21,7 +21,14 @@ from queuelog.storage.db import Database
 from queuelog.storage.filters import JobFilter
 from queuelog.storage.scope import EVERYTHING, Scope
 from queuelog.storage.tx import Tx
-from tests.storage.plans import Captured, pg_generic_plan, pg_nodes, pg_pick, sqlite_plan
+from tests.storage.plans import (
+    Captured,
+    pg_generic_plan,
+    pg_nodes,
+    pg_pick,
+    sqlite_plan,
+    sqlite_steps,
+)
 from tests.storage.rows import T0, at, claim, insert, job
 
 COMMON = 3_000  # jobs of a common type, newer than every job of the rare one
@@ -66,20 +73,9 @@ def _work(db: Database, scope: Scope) -> tuple[list[int], int]:
     if db.dialect == "sqlite":
 
         def counted(tx: Tx) -> tuple[list[int], int]:
-            raw = tx.conn.connection.driver_connection
-            assert raw is not None
-            steps = 0
-
-            def step() -> int:
-                nonlocal steps
-                steps += 1
-                return 0
-
-            raw.set_progress_handler(step, 1)  # type: ignore[attr-defined]
-            try:
-                return _page(tx, scope), steps
-            finally:
-                raw.set_progress_handler(None, 1)  # type: ignore[attr-defined]
+            with sqlite_steps(tx) as steps:
+                ids = _page(tx, scope)
+            return ids, steps[0]
 
         return db.read_sync(counted)
     sent: list[tuple[str, Any]] = []
