@@ -186,9 +186,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--section", choices=sorted(SECTIONS), help="run only this; write OUT/bench-SECTION.json"
     )
+    p.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="with --report-only: sections run alone (bench-SECTION.json) replace theirs",
+    )
     args = p.parse_args(argv)
     if args.report_only:
-        write_report(json.loads((args.out / "benchmarks.json").read_text()), args.out)
+        results = json.loads((args.out / "benchmarks.json").read_text())
+        if args.merge:
+            for path in args.merge:
+                merge_section(results, json.loads(path.read_text()))
+            (args.out / "benchmarks.json").write_text(json.dumps(results, indent=1, default=str))
+        write_report(results, args.out)
         return 0
     profile = Profile.quick() if args.smoke else Profile.full(args.soak_seconds)
     backends = args.backend or list(BACKENDS)
@@ -211,6 +223,16 @@ def main(argv: list[str] | None = None) -> int:
     write_report(results, args.out)
     _log(f"wrote {args.out / 'benchmarks.md'} in {results['elapsed_s'] / 60:.1f} min")
     return 0
+
+
+def merge_section(results: dict[str, Any], section: dict[str, Any]) -> None:
+    """Put the results of a section run alone (`--section`) in place of that section's in
+    a full run's, and note when it ran: the report says which sections are from later."""
+    for backend, sections in section["backends"].items():
+        for name, value in sections.items():
+            results["backends"].setdefault(backend, {})[name] = value
+            rerun = [r for r in results.get("rerun", ()) if r[:2] != [name, backend]]
+            results["rerun"] = [*rerun, [name, backend, section["started"]]]
 
 
 def write_report(results: dict[str, Any], out: Path) -> None:

@@ -61,6 +61,15 @@ def _cpus() -> list[str]:
     return [line for line in text.splitlines() if line.startswith("processor")]
 
 
+def _reruns(results: dict[str, Any]) -> list[str]:
+    """The line naming the sections run again alone after the full run, if any."""
+    rerun = results.get("rerun")
+    if not rerun:
+        return []
+    runs = ", ".join(f"{name} on {backend} ({started})" for name, backend, started in rerun)
+    return ["", f"Run again alone since, on the code of their time: {runs}."]
+
+
 def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
     be = results["backends"]
     names = list(be)
@@ -77,6 +86,7 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
         f"Command: `{command}`  ",
         f"Run: {results['started']}, {results['elapsed_s'] / 60:.1f} minutes, "
         f"{results['repeats']} repeats.",
+        *_reruns(results),
         "",
         "## Machine",
         "",

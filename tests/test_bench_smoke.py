@@ -57,3 +57,18 @@ def test_bench_smoke_runs_every_benchmark_on_both_backends(tmp_path: Path) -> No
     assert "## 8. Workers end to end" in report
     assert "## 9. Claim latency with job-type limits" in report
     assert (tmp_path / "claim-latency.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_section_run_alone_replaces_its_own_in_the_report() -> None:
+    from bench.__main__ import merge_section
+    from bench.report import _reruns
+
+    full = {"backends": {"sqlite": {"workers": {"old": 1}, "http": {"kept": 1}}}}
+    alone = {"started": "2026-12-01 22:00 UTC", "backends": {"sqlite": {"workers": {"new": 2}}}}
+    merge_section(full, alone)
+    merge_section(full, alone)  # the same section again: noted once
+    assert full["backends"]["sqlite"] == {"workers": {"new": 2}, "http": {"kept": 1}}
+    assert _reruns(full)[-1] == (
+        "Run again alone since, on the code of their time: workers on sqlite "
+        "(2026-12-01 22:00 UTC)."
+    )
