@@ -4,13 +4,18 @@ The waiting claims of a process wait in line (`Waiters`, one per feed). While an
 follower of the change feed (the same wake-up as the subscriptions: local commits, NOTIFY
 from other replicas on PostgreSQL, the feed's polling otherwise) wakes, for each job that
 enters PENDING, the first waiter in line that wants its type and is not woken yet: a job
-wakes one claim, not all of them, and an idle waiter costs only its recheck. A claim that
-finds jobs at once never joins the line; every waiter claims after joining it, and a woken
-one claims after its wake, so a claim that finds nothing proves nothing of its types was
-claimable then; it keeps its place. A waiter that leaves without having used its wake (its
-client left, its time ran out, or it claimed jobs of other types) hands the wake to the next
-in line. Each waiter also tries again every `recheck` seconds, for jobs whose runAt or retry
-backoff passes while it waits (those make no event when they become due).
+wakes one claim, not all of them, and idle waiters cost only their shared recheck. A claim
+that finds jobs at once never joins the line; every waiter claims after joining it, and a
+woken one claims after its wake, so a claim that finds nothing proves nothing of its types
+was claimable then; it keeps its place. A waiter that leaves without having used its wake
+(its client left, its time ran out, or it claimed jobs of other types) hands the wake to the
+next in line.
+
+Jobs whose runAt or retry backoff passes while claims wait make no event when they become
+due: the waiters try again every `recheck` seconds for them. A claim that finds nothing
+proves it for every waiter of the same types, so those recheck together (`Recheck`): one of
+them claims each period, counted from the latest claim of those types that found nothing,
+and only if that one finds jobs does the next one try, at once.
 
 Of a type with flow limits (`service.job_types`), every waiter that wants it tries again
 when a job of it leaves RUNNING (a place may be free), and every waiter tries again when the
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Coroutine
 from typing import Protocol, TypeVar
@@ -57,7 +63,8 @@ class Waiter:
         self.types = types
         # Until its hints are read, any type it wants may be limited.
         self.limited: frozenset[str] | None = None if flow else frozenset()
-        self.woken = asyncio.Event()
+        self.woken = False  # it has a reason to claim again
+        self.stirred = asyncio.Event()  # woken, or its `Recheck` may have its turn
         self.called: str | None = None  # the job type it was woken for, not claimed since
         self.ended = False
 
@@ -65,7 +72,51 @@ class Waiter:
         return self.types is None or job_type in self.types
 
     def wake(self) -> None:
-        self.woken.set()
+        self.woken = True
+        self.stirred.set()
+
+
+class Recheck:
+    """The timed rechecks of the waiters that want the same types. Each period one of them
+    claims (the `checker`); a claim of theirs that finds nothing, begun at `empty_at`,
+    stands for all of them until `empty_at + every`."""
+
+    def __init__(self) -> None:
+        self.members: list[Waiter] = []
+        self.empty_at = -math.inf
+        self.checker: Waiter | None = None
+
+    async def pause(self, me: Waiter, every: float, until: float) -> None:
+        """Return when `me` is woken, at `until`, or when it is `me`'s turn to claim for
+        the others (it is then the checker until its claim's outcome is `claimed`)."""
+        loop = asyncio.get_running_loop()
+        while not me.woken and (now := loop.time()) < until:
+            if self.checker is None:
+                if now >= self.empty_at + every:
+                    self.checker = me
+                    return
+                wake_at = min(until, self.empty_at + every)
+            else:  # told if its claim finds jobs or fails, else its outcome covers us
+                wake_at = min(until, now + every)
+            me.stirred.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(wake_at):
+                    await me.stirred.wait()
+
+    def claimed(self, me: Waiter, started: float, found: bool) -> None:
+        """`me`'s claim begun at `started` found jobs or not."""
+        if not found:
+            self.empty_at = max(self.empty_at, started)
+        if self.checker is me:
+            self.released(me, covered=not found)
+
+    def released(self, me: Waiter, covered: bool = False) -> None:
+        """`me` checks no more; unless its claim covered them, the next one checks now."""
+        if self.checker is me:
+            self.checker = None
+            if not covered:
+                for waiter in self.members:
+                    waiter.stirred.set()
 
 
 class Waiters:
@@ -73,20 +124,30 @@ class Waiters:
 
     def __init__(self) -> None:
         self.line: list[Waiter] = []
+        self.rechecks: dict[frozenset[str] | None, Recheck] = {}
         self._ready: asyncio.Future[None] | None = None
         self._follower: asyncio.Task[None] | None = None
 
-    async def join(self, waiter: Waiter, feed: EventFeed) -> None:
+    async def join(self, waiter: Waiter, feed: EventFeed) -> Recheck:
         """Take a place in line. From the return on, every job that enters PENDING wakes
-        someone in line."""
+        someone in line. Returns the rechecks the waiter shares with those of its types."""
         self.line.append(waiter)
+        recheck = self.rechecks.setdefault(_types_key(waiter), Recheck())
+        recheck.members.append(waiter)
         if self._ready is None:
             self._ready = asyncio.get_running_loop().create_future()
             self._follower = asyncio.create_task(self._follow(feed, self._ready))
         await asyncio.shield(self._ready)
+        return recheck
 
     def leave(self, waiter: Waiter) -> None:
         self.line.remove(waiter)
+        key = _types_key(waiter)
+        recheck = self.rechecks[key]
+        recheck.members.remove(waiter)
+        recheck.released(waiter)
+        if not recheck.members:
+            del self.rechecks[key]
         if waiter.called is not None:  # woken for a job it did not take: the next one is
             self.wake_one(waiter.called)
         if not self.line and self._follower is not None:
@@ -127,6 +188,10 @@ class Waiters:
                 for waiter in self.line:
                     waiter.ended = True
                     waiter.wake()
+
+
+def _types_key(waiter: Waiter) -> frozenset[str] | None:
+    return None if waiter.types is None else frozenset(waiter.types)
 
 
 # Waiters keep no reference to their feed (only a running follower does), so a feed that
@@ -175,24 +240,25 @@ async def claim_waiting(
     watching = contextlib.nullcontext() if flow is None else flow.watching(me.wake)
     try:
         with watching:
-            await waiters.join(me, feed)
+            shared = await waiters.join(me, feed)
             while True:
-                me.woken.clear()
+                me.woken = False
                 took, me.called = me.called, None
+                started = loop.time()
                 jobs = await claim()
+                shared.claimed(me, started, bool(jobs))
                 if jobs:
                     if took is not None and all(job.type != took for job in jobs):
                         # It took others: the wake goes on (passed at its leave if back to it).
                         waiters.wake_one(took)
                     break
-                if me.ended or (remaining := deadline - loop.time()) <= 0:
+                if me.ended or loop.time() >= deadline:
                     break
                 if hints is None or (flow is not None and hints.limited):
                     hints = WaitHints() if flow is None else await flow.wait_hints(types)
                     me.limited = hints.limited
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(remaining, every, hints.token_in or every)):
-                        await me.woken.wait()
+                token_at = math.inf if hints.token_in is None else loop.time() + hints.token_in
+                await shared.pause(me, every, min(deadline, token_at))
                 if left is not None and left.done():
                     return []
         if jobs and left is not None and left.done():
