@@ -17,6 +17,9 @@
 
     python -m bench.bench_workers worker URL KEY TYPE CONCURRENCY   (a queuelog worker)
     python -m bench.bench_workers huey PATH N WORKERS                (a huey run; prints jobs/s)
+
+QUEUELOG_BENCH_WORKERS=latency,idle runs only those parts of the section (the throughput
+and huey parts are `throughput`); unset, it runs them all.
 """
 
 from __future__ import annotations
@@ -47,6 +50,16 @@ BATCH = 100
 POLL_MIN, POLL_MAX = 0.005, 0.1  # seconds between two queueStats polls
 STATS = "query($t: String) { queueStats(type: $t) { completed } }"
 IDLE_CLAIM = "mutation($t: [String!]) { claimJob(types: $t, waitSeconds: %d) { job { id } } }"
+PARTS = ("throughput", "latency", "idle")
+
+
+def _parts() -> set[str]:
+    """The parts QUEUELOG_BENCH_WORKERS names (all when unset)."""
+    named = os.environ.get("QUEUELOG_BENCH_WORKERS", "")
+    chosen = {p.strip() for p in named.split(",") if p.strip()} or set(PARTS)
+    if unknown := chosen - set(PARTS):
+        raise SystemExit(f"QUEUELOG_BENCH_WORKERS: unknown parts {sorted(unknown)}")
+    return chosen
 
 
 # -- the worker process ----------------------------------------------------------------
@@ -242,18 +255,22 @@ async def run(backend: str, workdir: Path, smoke: bool) -> dict[str, Any]:
     """Each worker count against a fresh server and database: a worker stopped while its
     claim waits must not take the next run's jobs."""
     n, samples, idle_seconds = (50, 10, 1.0) if smoke else (2_000, 200, 5.0)
-    out: dict[str, Any] = {"jobs": n, "enqueue": f"concurrently, batches of {BATCH}"}
-    out["throughput"] = {}
-    for concurrency in CONCURRENCIES:
-        with database_url(backend, workdir) as url, Server(url, workdir) as server:
-            out["throughput"][str(concurrency)] = await _throughput(server, concurrency, n)
+    parts = _parts()
+    out: dict[str, Any] = {}
+    if "throughput" in parts:
+        out.update(jobs=n, enqueue=f"concurrently, batches of {BATCH}", throughput={})
+        for concurrency in CONCURRENCIES:
+            with database_url(backend, workdir) as url, Server(url, workdir) as server:
+                out["throughput"][str(concurrency)] = await _throughput(server, concurrency, n)
     with database_url(backend, workdir) as url, Server(url, workdir) as server:
         producer_key = server.create_key("PRODUCER")
         worker_key = server.create_key("WORKER")
-        async with AsyncClient(server.url, producer_key) as producer:
-            out["latency"] = await _latency(server, producer, worker_key, samples)
-        out["idle"] = await _idle_claims(server, worker_key, idle_seconds)
-    if backend == "sqlite":
+        if "latency" in parts:
+            async with AsyncClient(server.url, producer_key) as producer:
+                out["latency"] = await _latency(server, producer, worker_key, samples)
+        if "idle" in parts:
+            out["idle"] = await _idle_claims(server, worker_key, idle_seconds)
+    if backend == "sqlite" and "throughput" in parts:
         huey = await asyncio.to_thread(huey_throughput, workdir, n)
         out["huey"] = huey
         out["ratio"] = {k: out["throughput"][k] / huey[k] for k in huey}
