@@ -10,6 +10,8 @@ the API set since survives a restart. Which role may change them is `auth.permis
 from __future__ import annotations
 
 import contextlib
+import math
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,8 +21,10 @@ from queuelog.config import JobTypeConfig
 from queuelog.service import validation
 from queuelog.service.models import Actor, Priority, Role
 from queuelog.service.visibility import scope
+from queuelog.singleflight import SingleFlight
 from queuelog.storage import job_types as types_sql
 from queuelog.storage import jobs as jobs_sql
+from queuelog.storage.db import Database
 from queuelog.storage.driver import JobRow
 from queuelog.storage.job_types import TypeState
 from queuelog.storage.scope import Scope
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
 _ADMIN = Actor("admin", Role.ADMIN, max_priority=Priority.CRITICAL)
 _PRIORITIES = tuple(int(p) for p in Priority)
 TOKEN_WAIT_MIN = 0.01  # a waiting claim of a fast-rate type tries again at most this often
+HINT_SECONDS = 2.0  # a `LimitedHint` read is trusted this long when no change was heard
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,49 @@ class JobTypeView:
     oldest_pending_at: datetime | None
 
 
+class LimitedHint:
+    """Which job types this process last read as limited and not paused: a claim that
+    comes back short tries the limited claim (a row lock and more) only for those.
+
+    A stale hint breaks no limit: the one-statement claim skips every paused or limited
+    type itself, and the limited claim locks a type's row only if it is limited and not
+    paused. A type wrongly thought unlimited is only left unclaimed until the next read:
+    after every change of a pause or limits made here or heard of (NOTIFY from another
+    replica: `JobTypeService.changed`), and at the latest HINT_SECONDS after the last."""
+
+    def __init__(self, db: Database, names: Sequence[str]) -> None:
+        self.db = db
+        self.names = list(names)
+        self._limited: frozenset[str] = frozenset()
+        self._read_at = -math.inf
+        self._changes = 0  # changes heard of: a read begun before the last one is stale
+        self._reads: SingleFlight[None, None] = SingleFlight()
+
+    def forget(self) -> None:
+        """A type's pause or limits changed: read them again before the next claim."""
+        self._changes += 1
+        self._read_at = -math.inf
+
+    def fresh(self) -> frozenset[str] | None:
+        """The types last read as limited, or None when that read is too old or a change
+        was heard since."""
+        if time.monotonic() - self._read_at < HINT_SECONDS:
+            return self._limited
+        return None
+
+    async def read(self) -> None:
+        """Read them anew unless `fresh` (concurrent reads share one)."""
+        if self.fresh() is None:
+            await self._reads.run(None, self._changes, self._read)
+
+    async def _read(self) -> None:
+        changes, at = self._changes, time.monotonic()
+        found = await self.db.read(types_sql.states, self.names)
+        if changes == self._changes:  # no change was heard meanwhile: keep it
+            self._limited = frozenset(n for n, s in found.items() if s.limited and not s.paused)
+            self._read_at = at
+
+
 def claim(
     tx: Tx,
     *,
@@ -70,19 +118,24 @@ def claim(
     types: Sequence[str],
     limit: int,
     lease_until: Mapping[str, datetime],
+    limited_hint: Collection[str] | None = None,
 ) -> list[JobRow]:
     """Claim up to `limit` jobs of `types`. The one-statement claim takes jobs of the types
     neither paused nor limited (it reads their job_types rows itself); only when it comes
     back short is each limited type, in name order (their rows are locked in one order),
     claimed by its limited claim. A claim of several types may so
-    take a job of a limited type after a less urgent one of another."""
+    take a job of a limited type after a less urgent one of another. `limited_hint`
+    (`LimitedHint`) names the types that may be limited; None: any may be."""
     rows = jobs_sql.claim(
         tx, worker=worker, now=now, types=types, limit=limit, lease_until=lease_until
     )
     if len(rows) >= limit:
         return rows
-    limited = list(types)  # one type: its limited claim finds out for itself
-    if len(types) > 1:  # several: lock only the rows of those that are limited
+    if limited_hint is not None:  # the limited claim checks the row again as it locks it
+        limited = sorted(t for t in set(types) if t in limited_hint)
+    elif len(types) == 1:  # its limited claim finds out for itself
+        limited = list(types)
+    else:  # several: lock only the rows of those that are limited
         found = types_sql.states(tx, types)
         limited = sorted(t for t, s in found.items() if s.limited and not s.paused)
     for name in limited:
@@ -139,6 +192,7 @@ class JobTypeService:
         rows = [_seed_row(c, now) for c in self.jobs.types.values() if c.seeds_flow]
         if rows:
             await self.db.write(types_sql.seed, rows)
+            self.jobs.limited_hint.forget()
 
     async def visible(self, actor: Actor) -> list[JobTypeView]:
         """Every configured type `actor` may use, with its counts over the jobs it may see."""
@@ -200,7 +254,8 @@ class JobTypeService:
 
     def changed(self) -> None:
         """A type's pause or limits changed, here or (told by NOTIFY) on another replica:
-        every waiting claim of this process tries again."""
+        every waiting claim of this process tries again, with the limits read anew."""
+        self.jobs.limited_hint.forget()
         for wake in list(self._waiting):
             wake()
 

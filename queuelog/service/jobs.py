@@ -74,6 +74,7 @@ class JobService(JobReads):
         self.rand = rand or random.Random()
         self.horizon = timedelta(days=settings.schedule_horizon_days)
         self.observer = JobObserver()  # told what each write did, after its commit
+        self.limited_hint = job_types.LimitedHint(db, list(self.types))
 
     # -- producers ----------------------------------------------------------------------
 
@@ -208,6 +209,7 @@ class JobService(JobReads):
         self._check_lease(lease_seconds)
         if not chosen:
             return []
+        await self.limited_hint.read()
         expired, rows = await self.db.write(self._claim, actor.name, chosen, lease_seconds, limit)
         jobs = [self._shown(actor, r) for r in rows]
         if expired:
@@ -242,7 +244,13 @@ class JobService(JobReads):
             t: now + timedelta(seconds=lease_seconds or self.types[t].lease_seconds) for t in types
         }
         rows = job_types.claim(  # paused types skipped, limited ones within their limits
-            tx, worker=worker, now=now, types=types, limit=limit, lease_until=lease_until
+            tx,
+            worker=worker,
+            now=now,
+            types=types,
+            limit=limit,
+            lease_until=lease_until,
+            limited_hint=self.limited_hint.fresh(),
         )
         return expired, rows
 
