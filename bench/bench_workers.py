@@ -13,7 +13,8 @@
   before each `enqueueJob`, the handler returns `time.time()` at its start as the job's
   result; one job at a time.
 - Idle claims: 200 `claimJob(waitSeconds)` requests wait on a type nobody enqueues; the
-  server's CPU (utime+stime from /proc) meanwhile, as a share of one core.
+  server's CPU (utime+stime from /proc) from 3 s after they were sent, as a share of one
+  core.
 
     python -m bench.bench_workers worker URL KEY TYPE CONCURRENCY   (a queuelog worker)
     python -m bench.bench_workers huey PATH N WORKERS                (a huey run; prints jobs/s)
@@ -46,6 +47,7 @@ THROUGHPUT_TYPE = "email"
 LATENCY_TYPE = "pdf"
 IDLE_TYPE = "sync"  # nothing is ever enqueued on it
 IDLE_CLAIMS = 200
+IDLE_SETTLE = 3.0  # seconds between the idle claims' start and the CPU window's
 BATCH = 100
 POLL_MIN, POLL_MAX = 0.005, 0.1  # seconds between two queueStats polls
 STATS = "query($t: String) { queueStats(type: $t) { completed } }"
@@ -180,7 +182,9 @@ async def _idle_claims(server: Server, worker_key: str, seconds: float) -> dict[
     headers = {"Authorization": f"Bearer {worker_key}"}
     async with httpx.AsyncClient(limits=limits, timeout=wait + 30, headers=headers) as http:
         claims = [asyncio.create_task(http.post(server.url, json=body)) for _ in range(IDLE_CLAIMS)]
-        await asyncio.sleep(1.0)  # every request has arrived and is waiting
+        # Every request has arrived, made its first claim and waits: under load that took
+        # over a second, and the window would count arrivals.
+        await asyncio.sleep(IDLE_SETTLE)
         early = sum(c.done() for c in claims)
         cpu0, t0 = cpu_seconds(server.pid), time.perf_counter()
         await asyncio.sleep(seconds)
