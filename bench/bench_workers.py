@@ -11,7 +11,9 @@
   from the first enqueue until the last task has run.
 - Latency: one idle long-polling worker (concurrency 1); the producer notes `time.time()`
   before each `enqueueJob`, the handler returns `time.time()` at its start as the job's
-  result; one job at a time.
+  result; one job at a time. The producer asks for the result only 0.1 s after the
+  enqueue (then every 10 ms): its requests would otherwise share the server with the
+  job's way to the worker.
 - Idle claims: 200 `claimJob(waitSeconds)` requests wait on a type nobody enqueues; the
   server's CPU (utime+stime from /proc) from 3 s after they were sent, as a share of one
   core.
@@ -50,6 +52,7 @@ IDLE_CLAIMS = 200
 IDLE_SETTLE = 3.0  # seconds between the idle claims' start and the CPU window's
 BATCH = 100
 POLL_MIN, POLL_MAX = 0.005, 0.1  # seconds between two queueStats polls
+RESULT_AFTER = 0.1  # seconds from a latency sample's enqueue to its first result request
 STATS = "query($t: String) { queueStats(type: $t) { completed } }"
 IDLE_CLAIM = "mutation($t: [String!]) { claimJob(types: $t, waitSeconds: %d) { job { id } } }"
 PARTS = ("throughput", "latency", "idle")
@@ -154,6 +157,7 @@ async def _latency(
             await asyncio.sleep(0.05)  # the worker is back in its waiting claim
             enqueued = time.time()
             job = await producer.enqueue(LATENCY_TYPE, {"n": i})
+            await asyncio.sleep(RESULT_AFTER)
             started = await _result(producer, job.id)
             if i:
                 latencies.append(started - enqueued)
