@@ -219,7 +219,8 @@ async def claim_waiting(
 ) -> list[T]:
     """`claim()`'s jobs, at once if there are any, else as soon as one of `types` (None:
     any the claim may take) enters PENDING and is claimed, or nothing after `seconds`
-    (trying again every `recheck`, default RECHECK_SECONDS) or once `gone()` ends. With
+    (its types' waiters trying again every `recheck`, default RECHECK_SECONDS) or once
+    `gone()` ends. With
     `flow`, limited types wake it as the module says."""
     if seconds <= 0 or not feed.running:
         return await claim()
