@@ -85,6 +85,11 @@ class LimitedHint:
         self._changes = 0  # changes heard of: a read begun before the last one is stale
         self._reads: SingleFlight[None, None] = SingleFlight()
 
+    @property
+    def changes(self) -> int:
+        """How many changes of a pause or limits this process has heard of."""
+        return self._changes
+
     def forget(self) -> None:
         """A type's pause or limits changed: read them again before the next claim."""
         self._changes += 1
@@ -268,9 +273,21 @@ class JobTypeService:
         finally:
             self._waiting.discard(wake)
 
+    @property
+    def changes(self) -> int:
+        """Changes heard of so far: hints read before the last one may be out of date."""
+        return self.jobs.limited_hint.changes
+
     async def wait_hints(self, types: Collection[str] | None) -> WaitHints:
-        """For a claim of `types` (None: every type) that found nothing and will wait."""
+        """For a claim of `types` (None: every type) that found nothing and will wait. With
+        none of them limited by the claims' hint, no read (a stale hint leaves a waiter
+        to its rechecks for a type limited meanwhile, as its claims skip the type)."""
         names = list(self.jobs.types if types is None else types)
+        hint = self.jobs.limited_hint
+        await hint.read()
+        limited = hint.fresh()
+        if limited is not None and limited.isdisjoint(names):
+            return WaitHints()
         found = await self.db.read(types_sql.states, names)
         live = {n: s for n, s in found.items() if not s.paused and s.limited}
         return WaitHints(frozenset(live), next_token_in(live, self.jobs.clock()))

@@ -107,3 +107,16 @@ async def test_a_pause_heard_of_is_obeyed_at_once(svc: JobService) -> None:
     assert await claim(svc, ["email"]) == []
     await types.resume(ADMIN, "email")
     assert await claim(svc, ["email"]) == ids[1:]
+
+
+async def test_wait_hints_read_the_rows_only_for_types_the_hint_calls_limited(
+    svc: JobService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    types = JobTypeService(svc)
+    await types.set_limits(ADMIN, "pdf", Limits(max_starts_per_second=1.0))
+    counted = Counted(monkeypatch)
+    for _ in range(5):  # a waiting claim's hints, for each claim that is about to wait
+        assert (await types.wait_hints(["email", "sync"])).limited == frozenset()
+    assert counted.calls == Counter({"states": 1})  # the hint's read only
+    assert (await types.wait_hints(["email", "pdf"])).limited == {"pdf"}
+    assert counted.calls == Counter({"states": 2})
