@@ -235,6 +235,7 @@ async def claim_waiting(
     every = RECHECK_SECONDS if recheck is None else recheck
     waiters, me = waiters_of(feed), Waiter(types, flow is not None)
     hints: WaitHints | None = None
+    heard = 0
     left = asyncio.create_task(gone()) if gone is not None else None
     if left is not None:
         left.add_done_callback(lambda _: me.wake())
@@ -255,8 +256,11 @@ async def claim_waiting(
                     break
                 if me.ended or loop.time() >= deadline:
                     break
-                if hints is None or (flow is not None and hints.limited):
-                    hints = WaitHints() if flow is None else await flow.wait_hints(types)
+                if flow is None:
+                    hints = WaitHints()
+                elif hints is None or hints.limited or heard != flow.changes:
+                    heard = flow.changes  # a change since its hints: read them again
+                    hints = await flow.wait_hints(types)
                     me.limited = hints.limited
                 token_at = math.inf if hints.token_in is None else loop.time() + hints.token_in
                 await shared.pause(me, every, min(deadline, token_at))

@@ -1,7 +1,7 @@
 """Flow limits through the API of live servers, on SQLite and PostgreSQL: concurrent claims
 never pass maxRunning or maxRunningPerKey, a rate limit caps a burst, waiting claims wake
-when a place frees up or a type is resumed, the TOML file seeds limits once, and two
-replicas on one PostgreSQL share one limit."""
+when a place frees up (also under a limit set while they wait) or a type is resumed, the
+TOML file seeds limits once, and two replicas on one PostgreSQL share one limit."""
 
 from __future__ import annotations
 
@@ -99,6 +99,28 @@ def test_a_waiting_claim_wakes_when_a_place_frees_up(server: LiveServer, job_typ
         got = waiting.result(timeout=30)["claimJob"]["job"]
         assert got is not None and got["id"] == second["id"]
         assert time.monotonic() - start < 15  # woken, not timed out
+
+
+def test_a_claim_waiting_since_before_a_limit_wakes_when_a_place_frees_up(
+    server: LiveServer, job_type: str
+) -> None:
+    """The limit is set while the claim waits: it hears of the change and so wakes when
+    the running job ends, not at its own recheck (about 1.7 s after it)."""
+    worker = server.create_key("WORKER", [job_type])
+    first = enqueue(server, server.admin_key, type=job_type)
+    assert server.gql(CLAIM, {"t": [job_type]}, worker)["claimJob"]["job"]["id"] == first["id"]
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(server.gql, CLAIM, {"t": [job_type], "w": 20}, worker)
+        time.sleep(0.5)  # it waits, its type not limited
+        set_limits(server, job_type, maxRunning=1)
+        second = enqueue(server, server.admin_key, type=job_type)  # wakes it: no place
+        time.sleep(0.3)
+        assert not waiting.done()
+        server.gql(COMPLETE, {"id": first["id"]}, worker)
+        freed = time.monotonic()
+        got = waiting.result(timeout=30)["claimJob"]["job"]
+        assert got is not None and got["id"] == second["id"]
+        assert time.monotonic() - freed < 1.2
 
 
 def test_a_waiting_claim_wakes_when_its_type_is_resumed(server: LiveServer, job_type: str) -> None:
