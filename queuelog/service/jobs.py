@@ -17,7 +17,6 @@ from typing import Any
 
 from queuelog.config import JobTypeConfig, Settings
 from queuelog.lifecycle import (
-    CANCEL,
     COMPLETE,
     COMPLETED,
     FAIL,
@@ -28,20 +27,18 @@ from queuelog.lifecycle import (
     PENDING,
     RESCUE_AND_FAIL,
     RESCUE_AND_RETRY,
-    RETRY,
     Status,
     Transition,
 )
-from queuelog.service import bulk, errors, job_types, ownership, validation
+from queuelog.service import errors, job_types, ownership, validation
+from queuelog.service.actions import JobActions
 from queuelog.service.backoff import backoff_seconds
 from queuelog.service.models import Actor, EnqueueRequest, Job
 from queuelog.service.observer import Expired, JobObserver
 from queuelog.service.reads import JobReads, SharedReads
 from queuelog.service.sanitize import sanitize_error
-from queuelog.service.visibility import may_see, shown
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
-from queuelog.storage.filters import JobFilter
 from queuelog.storage.tx import Tx
 
 BATCH_MAX = 500
@@ -57,7 +54,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class JobService(JobReads):
+class JobService(JobActions, JobReads):
     def __init__(
         self,
         db: Database,
@@ -149,51 +146,6 @@ class JobService(JobReads):
                 )
             out.append((row, created))
         return out
-
-    async def cancel(self, actor: Actor, job_id: int) -> Job:
-        return await self.db.write(self._cancel, actor, job_id)
-
-    def _cancel(self, tx: Tx, actor: Actor, job_id: int) -> Job:
-        now = self.clock()
-        row = jobs_sql.get(tx, job_id)
-        if row is None or not may_see(actor, row.producer, row.worker_id):
-            raise errors.NotFound(f"no job {job_id}", ["id"])
-        done = jobs_sql.apply(tx, CANCEL, job_id, bulk.cancel_values(now))
-        if done is None:
-            raise errors.InvalidState(
-                f"a {row.status} job cannot be cancelled", ["id"], self._shown(actor, row)
-            )
-        return self._shown(actor, done)
-
-    async def retry(self, actor: Actor, job_id: int) -> Job:
-        return await self.db.write(self._retry, actor, job_id)
-
-    def _retry(self, tx: Tx, actor: Actor, job_id: int) -> Job:
-        now = self.clock()
-        row = jobs_sql.get(tx, job_id)
-        if row is None:
-            raise errors.NotFound(f"no job {job_id}", ["id"])
-        done = jobs_sql.apply(tx, RETRY, job_id, bulk.retry_values(now))
-        if done is None:
-            raise errors.InvalidState(
-                f"only failed or cancelled jobs can be retried; this one is {row.status}",
-                ["id"],
-                self._shown(actor, row),
-            )
-        return self._shown(actor, done)
-
-    async def cancel_many(self, actor: Actor, match: JobFilter, limit: int) -> tuple[int, bool]:
-        """Cancel up to `limit` jobs that `actor` may see and `match`; how many, and whether
-        more match."""
-        return await bulk.apply_to_matching(self.db, self.clock, actor, CANCEL, match, limit)
-
-    async def retry_many(self, actor: Actor, match: JobFilter, limit: int) -> tuple[int, bool]:
-        """Retry up to `limit` failed or cancelled jobs that `match`, as `retry` does."""
-        return await bulk.apply_to_matching(self.db, self.clock, actor, RETRY, match, limit)
-
-    @staticmethod
-    def _shown(actor: Actor, row: Any) -> Job:
-        return shown(actor, Job.from_row(row))
 
     # -- workers ------------------------------------------------------------------------
 
