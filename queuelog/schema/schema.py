@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import strawberry
 from graphql import GraphQLError
@@ -69,6 +69,9 @@ from queuelog.schema.extension import (
 )
 from queuelog.schema.fastpath.compat import graphql_schema
 from queuelog.schema.limits import QueryLimits
+
+if TYPE_CHECKING:
+    from queuelog.schema.fastpath.prepared import Commuting
 
 
 def _resolve(type_: type, name: str, resolver: Callable[..., Any]) -> None:
@@ -129,10 +132,14 @@ class Query:
     )
 
 
+def _job_named(args: dict[str, Any]) -> int | None:
+    return queries.parse_id(str(args["id"]))
+
+
 # Mutation fields that change only the one job their `id` argument names, and read nothing
 # before their one write: consecutive ones on different jobs may run together (see
 # `fastpath.prepared`), so a worker's batch of outcomes shares one transaction.
-COMMUTING_MUTATIONS = frozenset({"heartbeatJob", "completeJob", "failJob"})
+COMMUTING_MUTATIONS = {name: _job_named for name in ("heartbeatJob", "completeJob", "failJob")}
 
 
 @strawberry.type
@@ -248,7 +255,7 @@ class QueuelogSchema(strawberry.Schema):
         limits: QueryLimits,
         prepared_operations: bool = True,
         execution_timeout: float | None = None,
-        commuting: frozenset[str] = frozenset(),
+        commuting: Commuting | None = None,
     ) -> None:
         fast_path = fastpath.load(prepared_operations)
         super().__init__(

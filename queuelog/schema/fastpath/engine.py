@@ -9,7 +9,7 @@ from graphql import DocumentNode, GraphQLError, GraphQLSchema
 
 from queuelog.schema.fastpath.executor import Executor, SharedEvents
 from queuelog.schema.fastpath.inputs import build_inputs_from_coerced_leaves
-from queuelog.schema.fastpath.prepared import PreparedOperations
+from queuelog.schema.fastpath.prepared import Commuting, PreparedOperations
 
 
 class FastPath:
@@ -24,6 +24,6 @@ class FastPath:
         schema: GraphQLSchema,
         parse: Callable[[str], DocumentNode],
         validate: Callable[[DocumentNode], list[GraphQLError]],
-        commuting: frozenset[str] = frozenset(),
+        commuting: Commuting | None = None,
     ) -> PreparedOperations:
         return PreparedOperations(schema, parse, validate, commuting=commuting)

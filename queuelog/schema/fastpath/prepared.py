@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -72,6 +72,10 @@ from queuelog.schema.fastpath.complete import (
     typename,
 )
 
+# Mutation fields that commute, each with what names the one job it changes, from its
+# arguments (None: none it can name); see the module's docstring.
+Commuting = Mapping[str, Callable[[dict[str, Any]], Hashable | None]]
+
 # How a root field is resolved: strawberry's resolver for the field, which converts the
 # arguments and checks the permission classes; (source, info, **arguments) -> value.
 Resolve = Callable[..., Any]
@@ -85,6 +89,11 @@ class _Root:
     complete: Complete
     non_null: bool
     resolve: Resolve | None
+
+    @property
+    def name(self) -> str:
+        """The field's name, as the schema has it (`__typename` too)."""
+        return self.nodes[0].name.value
 
 
 def _is_awaitable(value: Any) -> TypeGuard[Awaitable[Any]]:
@@ -120,7 +129,7 @@ class Prepared:
         schema: GraphQLSchema,
         document: DocumentNode,
         operation: OperationDefinitionNode,
-        commuting: frozenset[str] = frozenset(),
+        commuting: Commuting | None = None,
     ) -> None:
         root_type = schema.get_root_type(operation.operation)
         if root_type is None or operation.operation is OperationType.SUBSCRIPTION:
@@ -147,7 +156,9 @@ class Prepared:
         self.operation = operation
         self.fragments = compiler.fragments
         self.roots = roots
-        self.runs = _runs(roots, commuting if operation.operation is OperationType.MUTATION else ())
+        mutation = operation.operation is OperationType.MUTATION
+        self.commuting: Commuting = (commuting or {}) if mutation else {}
+        self.runs = _runs(roots, self.commuting)
 
     async def execute(self, context: Any, variables: dict[str, Any] | None) -> Outcome | None:
         """The operation's data and field errors (not yet logged or masked), or None when
@@ -162,7 +173,7 @@ class Prepared:
         typename = self.root_type.name
         try:
             for run in self.runs:
-                args = _apart(run, coerced)
+                args = _apart(run, self.commuting, coerced)
                 if args is not None:
                     await self._resolve_together(run, args, context, coerced, tracked, data, errors)
                     continue
@@ -208,7 +219,7 @@ class Prepared:
             except Exception as raw:
                 return _Raised(raw)
 
-        # Started in document order, each runs up to its write before the next starts.
+        # Any order of their writes gives the same answers: they change different jobs.
         results = await asyncio.gather(*(resolve(i) for i in range(len(run))))
         for root, path, result in zip(run, paths, results, strict=True):
             if isinstance(result, _Raised):
@@ -267,33 +278,33 @@ def _arguments(root: _Root, variables: Any) -> dict[str, Any]:
     return get_argument_values(field, node, variables) if field.args or node.arguments else {}
 
 
-def _runs(roots: list[_Root], commuting: Collection[str]) -> list[tuple[_Root, ...]]:
+def _runs(roots: list[_Root], commuting: Commuting) -> list[tuple[_Root, ...]]:
     """The roots in document order, consecutive commuting fields grouped: each group is a
     candidate to run together, every other root a group of its own."""
     runs: list[tuple[_Root, ...]] = []
     for root in roots:
-        name = root.nodes[0].name.value
-        if root.field is not None and name in commuting and runs and runs[-1][-1].field is not None:
-            last = runs[-1]
-            if last[-1].nodes[0].name.value in commuting:
-                runs[-1] = (*last, root)
-                continue
-        runs.append((root,))
+        if runs and root.name in commuting and runs[-1][-1].name in commuting:
+            runs[-1] = (*runs[-1], root)
+        else:
+            runs.append((root,))
     return runs
 
 
-def _apart(run: tuple[_Root, ...], variables: Any) -> list[dict[str, Any]] | None:
-    """The arguments of a commuting run's fields when they name different jobs (then they
-    may run together); None for a single field, a repeated id, or arguments that do not
-    coerce (the fields then run in order, and report that as they would)."""
+def _apart(
+    run: tuple[_Root, ...], commuting: Commuting, variables: Any
+) -> list[dict[str, Any]] | None:
+    """The arguments of a commuting run's fields when they change different jobs (then they
+    may run together); None for a single field, a job named twice, or arguments that do not
+    name a job or do not coerce (the fields then run in order, and report that as they
+    would)."""
     if len(run) < 2:
         return None
     try:
         args = [_arguments(root, variables) for root in run]
     except Exception:
         return None
-    ids = [a.get("id") for a in args]
-    if None in ids or len(set(ids)) < len(ids):
+    changed = [commuting[root.name](a) for root, a in zip(run, args, strict=True)]
+    if None in changed or len(set(changed)) < len(changed):
         return None
     return args
 
@@ -308,7 +319,7 @@ class PreparedOperations:
         parse: Callable[[str], DocumentNode],
         validate: Callable[[DocumentNode], list[GraphQLError]],
         size: int = 1024,
-        commuting: frozenset[str] = frozenset(),
+        commuting: Commuting | None = None,
     ) -> None:
         self.schema = schema
         self.commuting = commuting
