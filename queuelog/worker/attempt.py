@@ -82,7 +82,8 @@ class Attempt:
         lease_seconds: int | None,
         timeout: float | None,
         received_at: float,
-        on_handled: Callable[[], None] = lambda: None,
+        slots: asyncio.Semaphore | None = None,
+        on_handled: Callable[[float | None], None] = lambda seconds: None,
     ) -> None:
         self.client = client
         self.acks = acks
@@ -94,8 +95,10 @@ class Attempt:
         self.timeout = timeout
         # The server set the lease before we received it: it has certainly ended by then.
         self.lost_after = received_at + self.lease
-        self.started = time.monotonic()
+        self.started = time.monotonic()  # when the handler started (or the attempt, until then)
+        self.slots = slots  # the worker's running handlers: a claimed-ahead job waits for one
         self.handled = False  # the handler is over; its outcome may still be on its way
+        self.handler_seconds: float | None = None  # how long it ran, once over
         self._on_handled = on_handled
         self.stop_reason: str | None = None
         self._wake = asyncio.Event()
@@ -118,7 +121,7 @@ class Attempt:
                 outcome = await self._outcome()
             finally:
                 self.handled = True
-                self._on_handled()
+                self._on_handled(self.handler_seconds)
             if outcome is not None:
                 await self._report(outcome)
             else:
@@ -128,11 +131,28 @@ class Attempt:
             with contextlib.suppress(asyncio.CancelledError):
                 await beats
 
-    async def _outcome(self) -> Outcome | None:
-        self._handler_task = asyncio.create_task(call_handler(self.handler, self.running))
+    async def _handle(self) -> Any:
+        """The handler's run, once one of the worker's slots is free (at once unless this job
+        was claimed ahead), and within the handler's timeout."""
+        if self.slots is None:
+            return await self._timed()
+        async with self.slots:
+            return await self._timed()
+
+    async def _timed(self) -> Any:
+        self.started = time.monotonic()
         try:
             async with asyncio.timeout(self.timeout):
-                result = await asyncio.shield(self._handler_task)
+                return await call_handler(self.handler, self.running)
+        finally:
+            self.handler_seconds = time.monotonic() - self.started
+
+    async def _outcome(self) -> Outcome | None:
+        if self.stop_reason is not None:  # cancelled while it waited for a slot
+            return self._stopped()
+        self._handler_task = asyncio.create_task(self._handle())
+        try:
+            result = await asyncio.shield(self._handler_task)
         except TimeoutError:
             self._handler_task.cancel()
             self.running.cancelled.set()
@@ -140,9 +160,7 @@ class Attempt:
         except asyncio.CancelledError:
             if self.stop_reason is None:  # the worker's own task was cancelled
                 raise
-            if self.stop_reason == "shutdown":
-                return Outcome(False, error="WorkerStopped: the worker stopped before the end")
-            return None
+            return self._stopped()
         except PermanentError as exc:
             return Outcome(False, error=error_text(exc), retryable=False)
         except Exception as exc:
@@ -158,6 +176,12 @@ class Attempt:
         except (TypeError, ValueError) as exc:
             return Outcome(False, error=f"ResultNotJSON: {exc}", retryable=False)
         return Outcome(True, result=result)
+
+    def _stopped(self) -> Outcome | None:
+        """The outcome of a handler stopped (or never started) for `stop_reason`."""
+        if self.stop_reason == "shutdown":
+            return Outcome(False, error="WorkerStopped: the worker stopped before the end")
+        return None
 
     async def _heartbeats(self) -> None:
         backoff = Backoff(first=0.2, cap=self.lease / 6)

@@ -31,6 +31,8 @@ log = logging.getLogger("queuelog.worker")
 IDLE_POLL_CAP = 0.5  # between empty claims, when the server cannot wait for a job itself
 CLAIM_LINGER = 0.002  # seconds a freed slot waits for others about to free (see `_linger`)
 REPORT_HOLD = 0.005  # seconds ready reports wait, with no slot free, for a claim to carry them
+QUICK_HANDLER = 0.05  # seconds: handlers quicker than this on average get jobs claimed ahead
+QUICK_WEIGHT = 0.2  # the weight of the latest handler's time in that average
 
 
 class Worker:
@@ -39,7 +41,13 @@ class Worker:
     `lease_seconds` is the lease asked for at each claim and heartbeat (default: the
     server's); `timeout` the longest a handler may run (a handler's own wins); `grace_seconds`
     how long running handlers may finish after SIGTERM/SIGINT before their jobs are failed
-    as retryable; `wait_seconds` how long each claim waits on the server for a job."""
+    as retryable; `wait_seconds` how long each claim waits on the server for a job.
+
+    While handlers are quick (under QUICK_HANDLER on average), the worker claims up to
+    `prefetch` jobs (default: three times `concurrency`) ahead of its free slots: they wait in the
+    worker, heartbeated, and start in claim order as handlers end, so a slot never idles for
+    the round trip of a claim. Slower handlers get no jobs ahead: a job held behind a long
+    one would wait while another worker could run it. `prefetch=0` turns it off."""
 
     def __init__(
         self,
@@ -52,9 +60,12 @@ class Worker:
         timeout: float | None = None,
         grace_seconds: float = 30.0,
         wait_seconds: int = 5,
+        prefetch: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if prefetch is not None and prefetch < 0:
+            raise ValueError("prefetch must be 0 or more")
         self.url = url
         self.key = key
         self.concurrency = concurrency
@@ -63,6 +74,8 @@ class Worker:
         self.timeout = timeout
         self.grace_seconds = grace_seconds
         self.wait_seconds = wait_seconds
+        self.prefetch = 3 * concurrency if prefetch is None else prefetch
+        self.handler_seconds: float | None = None  # the handlers' recent average run
         self.handlers: dict[str, tuple[Handler, float | None]] = {}
         # Reports of finished jobs ride with the claim for their freed places.
         self.carry = True
@@ -140,20 +153,24 @@ class Worker:
         errors = Backoff(first=0.1, cap=10.0)
         idle = Backoff(first=0.02, cap=IDLE_POLL_CAP)
         freed = asyncio.Event()
+        slots = asyncio.Semaphore(self.concurrency)
         waiting_for_slot = False
         busy = False  # the last claim found jobs: the next one will not wait on the server
 
-        def handled() -> None:
+        def handled(seconds: float | None) -> None:
             # The handler's slot is free: the claim for it will carry the handler's report.
+            if seconds is not None:
+                self._handler_ran(seconds)
             freed.set()
             if waiting_for_slot and self.carry:
                 acks.carrying = True
 
         while not stopping.is_set():
-            # A slot is free once its handler is over, while its outcome is still being sent;
-            # at most `concurrency` more jobs may wait for their outcome's answer.
+            # A job is held from its claim until its handler is over (its outcome may still
+            # be on its way); at most as many more may wait for their outcome's answer.
+            held = self.concurrency + self._ahead()
             handling = sum(not a.handled for a in running.values())
-            free = min(self.concurrency - handling, 2 * self.concurrency - len(running))
+            free = min(held - handling, 2 * held - len(running))
             if free <= 0:
                 # Ready reports wait a moment for the claim of the next freed slot to carry
                 # them, then go on their own: their answers may be what frees a slot.
@@ -195,7 +212,7 @@ class Worker:
             errors.reset()
             received = time.monotonic()
             for job in jobs:
-                attempt = self._attempt(client, acks, job, received, handled)
+                attempt = self._attempt(client, acks, job, received, slots, handled)
                 task = asyncio.create_task(attempt.run())
                 running[task] = attempt
                 task.add_done_callback(functools.partial(_ended, running, freed))
@@ -203,6 +220,15 @@ class Worker:
                 idle.reset()
             elif not (await client.features()).wait_seconds:
                 await _wait(stopping, idle.next_delay())
+
+    def _ahead(self) -> int:
+        """How many jobs to hold beyond the slots: `prefetch` while handlers are quick."""
+        quick = self.handler_seconds is not None and self.handler_seconds < QUICK_HANDLER
+        return self.prefetch if quick else 0
+
+    def _handler_ran(self, seconds: float) -> None:
+        last = self.handler_seconds
+        self.handler_seconds = seconds if last is None else last + QUICK_WEIGHT * (seconds - last)
 
     async def _linger(
         self,
@@ -280,7 +306,8 @@ class Worker:
         acks: Acks,
         job: Job,
         received: float,
-        on_handled: Callable[[], None],
+        slots: asyncio.Semaphore,
+        on_handled: Callable[[float | None], None],
     ) -> Attempt:
         handler, timeout = self.handlers[job.type]
         return Attempt(
@@ -291,6 +318,7 @@ class Worker:
             lease_seconds=self.lease_seconds,
             timeout=timeout if timeout is not None else self.timeout,
             received_at=received,
+            slots=slots,
             on_handled=on_handled,
         )
 

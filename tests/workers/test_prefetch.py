@@ -1,0 +1,148 @@
+"""A worker whose handlers are quick claims jobs ahead of its free slots; slow handlers get
+none ahead; a job cancelled while it waits for a slot never starts. Through a live server,
+on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from queuelog.client import AsyncClient, JobStatus
+from queuelog.worker import RunningJob, Worker
+from tests.support import LiveServer
+from tests.workers.conftest import Keys
+from tests.workers.helpers import settled, until, working
+
+
+class Handler:
+    """Quick jobs return at once; a {"block": true} job waits for `release`; a
+    {"sleep": s} job sleeps. Counts the handlers running at once."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.started: list[str] = []
+        self.running = 0
+        self.most_at_once = 0
+
+    async def run(self, job: RunningJob) -> Any:
+        self.started.append(job.id)
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            if job.payload.get("block"):
+                await self.release.wait()
+            await asyncio.sleep(job.payload.get("sleep", 0))
+            return job.payload
+        finally:
+            self.running -= 1
+
+
+async def enqueue(
+    server: LiveServer, keys: Keys, job_type: str, *payloads: dict[str, Any]
+) -> list[str]:
+    async with AsyncClient(server.url, keys.producer) as producer:
+        return [(await producer.enqueue(job_type, p)).id for p in payloads]
+
+
+async def statuses(server: LiveServer, job_ids: list[str]) -> list[JobStatus]:
+    async with AsyncClient(server.url, server.admin_key) as admin:
+        jobs = [await admin.job(i) for i in job_ids]
+    return [j.status for j in jobs if j is not None]
+
+
+async def hold_behind_a_blocked_job(
+    server: LiveServer, keys: Keys, job_type: str, handler: Handler, warm: list[dict[str, Any]]
+) -> tuple[list[str], list[str]]:
+    """Run the `warm` jobs to the end (they set the handlers' average), then enqueue a
+    blocking job and four quick ones: (the blocking job's id, the quick ones' ids)."""
+    await settled(server, await enqueue(server, keys, job_type, *warm))
+    blocked = await enqueue(server, keys, job_type, {"block": True})
+    await until(lambda: blocked[0] in handler.started)
+    quick = await enqueue(server, keys, job_type, *({"n": i} for i in range(4)))
+    return blocked, quick
+
+
+@pytest.mark.parametrize("prefetch", [3, 0])
+async def test_quick_handlers_get_jobs_claimed_ahead_of_their_slots(
+    server: LiveServer, keys: Keys, job_type: str, prefetch: int
+) -> None:
+    worker = Worker(server.url, keys.worker, concurrency=1, prefetch=prefetch, wait_seconds=1)
+    handler = Handler()
+    worker.handler(job_type)(handler.run)
+    async with working(worker):
+        blocked, quick = await hold_behind_a_blocked_job(
+            server, keys, job_type, handler, [{"n": -i} for i in range(1, 4)]
+        )
+        # Held: the blocked job and up to `prefetch` more, none of which has started.
+        for _ in range(100):
+            if (await statuses(server, quick)).count(JobStatus.RUNNING) == prefetch:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # no more than that is ever held
+        held = await statuses(server, quick)
+        assert held.count(JobStatus.RUNNING) == prefetch
+        assert held.count(JobStatus.PENDING) == 4 - prefetch
+        assert set(handler.started).isdisjoint(quick)
+        handler.release.set()
+        jobs = await settled(server, blocked + quick)
+    assert all(j.status is JobStatus.COMPLETED for j in jobs)
+    assert handler.most_at_once == 1
+    # The jobs held ahead ran in the order they were claimed.
+    assert [i for i in handler.started if i in quick] == quick
+
+
+async def test_slow_handlers_get_no_jobs_ahead(
+    server: LiveServer, keys: Keys, job_type: str
+) -> None:
+    worker = Worker(server.url, keys.worker, concurrency=1, prefetch=3, wait_seconds=1)
+    handler = Handler()
+    worker.handler(job_type)(handler.run)
+    async with working(worker):
+        warm: list[dict[str, Any]] = [
+            {"n": -1},
+            {"sleep": 0.3},
+        ]  # one quick, then one slow: slow on average
+        blocked, quick = await hold_behind_a_blocked_job(server, keys, job_type, handler, warm)
+        await asyncio.sleep(0.5)
+        assert (await statuses(server, quick)).count(JobStatus.PENDING) == 4
+        handler.release.set()
+        await settled(server, blocked + quick)
+
+
+async def test_a_job_cancelled_while_it_waits_for_a_slot_never_starts(
+    server: LiveServer, keys: Keys, job_type: str
+) -> None:
+    # A short lease: heartbeats (which carry the cancel to the worker) every second.
+    worker = Worker(server.url, keys.worker, concurrency=1, prefetch=3, lease_seconds=3)
+    handler = Handler()
+    worker.handler(job_type)(handler.run)
+    async with working(worker):
+        blocked, quick = await hold_behind_a_blocked_job(
+            server, keys, job_type, handler, [{"n": -1}, {"n": -2}]
+        )
+        for _ in range(100):
+            if (await statuses(server, quick)).count(JobStatus.RUNNING) == 3:
+                break
+            await asyncio.sleep(0.05)
+        held = [
+            i
+            for i, s in zip(quick, await statuses(server, quick), strict=True)
+            if s is JobStatus.RUNNING
+        ]
+        async with AsyncClient(server.url, keys.producer) as producer:
+            await producer.cancel(held[0])
+        await asyncio.sleep(2.5)  # more than two heartbeats: the worker has heard
+        handler.release.set()
+        jobs = await settled(server, blocked + quick)
+    assert held[0] not in handler.started
+    by_id = {j.id: j.status for j in jobs}
+    assert by_id.pop(held[0]) is JobStatus.CANCELLED
+    assert set(by_id.values()) == {JobStatus.COMPLETED}
+
+
+def test_prefetch_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="prefetch"):
+        Worker("http://127.0.0.1:1/graphql", "k", prefetch=-1)
+    assert Worker("http://127.0.0.1:1/graphql", "k", concurrency=4).prefetch == 12
