@@ -15,6 +15,7 @@ from queuelog.client.models import (
     JobStatus,
     Priority,
     QueuelogError,
+    Reported,
     Settlement,
     UserError,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "JobStatus",
     "Priority",
     "QueuelogError",
+    "Reported",
     "Settlement",
     "UserError",
 ]

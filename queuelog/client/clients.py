@@ -18,7 +18,7 @@ import httpx
 import orjson
 
 from queuelog.client import operations as ops
-from queuelog.client import stream
+from queuelog.client import reports, stream
 from queuelog.client.models import (
     ConnectionFailed,
     Failed,
@@ -27,6 +27,7 @@ from queuelog.client.models import (
     JobPage,
     JobProgress,
     QueuelogError,
+    Reported,
     Settlement,
     UserError,
 )
@@ -231,10 +232,10 @@ class AsyncClient:
         return await self._run(lambda f: ops.fail(f, id, error, retryable))
 
     async def settle(self, settlements: Sequence[Settlement]) -> list[Job | Failed | UserError]:
-        """Several jobs' outcomes in one request (at most `operations.SETTLE_BATCH`): for
+        """Several jobs' outcomes in one request (at most `reports.SETTLE_BATCH`): for
         each, in order, the completed job, the failJob answer, or the refusal of that one
         outcome. An error of the whole request (unreachable server, limits) is raised."""
-        return await self._run(lambda f: ops.settle(f, settlements))
+        return await self._run(lambda f: reports.settle(f, settlements))
 
     async def settle_and_claim(
         self,
@@ -248,7 +249,27 @@ class AsyncClient:
         one): a busy worker's one round trip per batch of jobs."""
         wanted = None if types is None else list(types)
         return await self._run(
-            lambda f: ops.settle_and_claim(f, settlements, limit, wanted, lease_seconds)
+            lambda f: reports.settle_and_claim(f, settlements, limit, wanted, lease_seconds)
+        )
+
+    async def report(self, settlements: Sequence[Settlement]) -> list[Reported]:
+        """`settle`, answered briefly: each outcome's `Reported` (the job's id and status,
+        or the refusal), which is all a worker needs and costs the server less."""
+        return await self._run(lambda f: reports.report(f, settlements))
+
+    async def report_and_claim(
+        self,
+        settlements: Sequence[Settlement],
+        limit: int,
+        *,
+        types: Sequence[str] | None = None,
+        lease_seconds: int | None = None,
+    ) -> tuple[list[Reported], list[Job]]:
+        """`report`, then up to `limit` jobs claimed in the same request (as
+        `settle_and_claim`)."""
+        wanted = None if types is None else list(types)
+        return await self._run(
+            lambda f: reports.report_and_claim(f, settlements, limit, wanted, lease_seconds)
         )
 
 

@@ -139,6 +139,19 @@ class Failed:
 
 
 @dataclass(frozen=True, slots=True)
+class Reported:
+    """The brief answer to one reported outcome (`AsyncClient.report`): the job's id and
+    status as the outcome left it, whether a failed job goes back to PENDING, and the
+    server's refusal of the outcome when it refused it (`status` is then the job's as it
+    is, if the job exists)."""
+
+    job_id: str
+    status: JobStatus | None
+    will_retry: bool = False
+    refused: UserError | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Settlement:
     """One job's outcome, for `settle`: completed with `result`, or failed with `error`
     (`retryable`: back to PENDING while retries remain)."""

@@ -5,15 +5,21 @@ answer's `data`; the sync and async clients only differ in how they send it."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
-from queuelog.client.models import Failed, Job, JobPage, QueuelogError, Settlement, UserError
+from queuelog.client.models import (
+    Failed,
+    Job,
+    JobPage,
+    QueuelogError,
+    UserError,
+)
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 JOB_FIELDS = """id type payload priority status retryCount maxRetries idempotencyKey producer
 runAt claimedAt workerId leaseExpiresAt error result createdAt updatedAt finishedAt"""
@@ -63,7 +69,7 @@ class Operation(Generic[T]):
     parse: Callable[[dict[str, Any]], T]
 
 
-def _refusal(out: dict[str, Any]) -> UserError | None:
+def refusal(out: dict[str, Any]) -> UserError | None:
     """The payload's first userError, if it has one."""
     errors = out.get("userErrors") or []
     if not errors:
@@ -73,10 +79,10 @@ def _refusal(out: dict[str, Any]) -> UserError | None:
     return UserError(first["code"], first["message"], first.get("field"), job)
 
 
-def _payload(data: dict[str, Any], field: str) -> dict[str, Any]:
+def mutation_payload(data: dict[str, Any], field: str) -> dict[str, Any]:
     """The mutation's payload; its first userError raised as `UserError`."""
     out: dict[str, Any] = data[field]
-    refused = _refusal(out)
+    refused = refusal(out)
     if refused is not None:
         raise refused
     return out
@@ -115,7 +121,7 @@ def enqueue(f: Features, job_input: dict[str, Any]) -> Operation[tuple[Job, bool
       enqueueJob(input: $input) {{ job {{ {HELD_FIELDS} idempotencyKey }} created {ERRORS} }} }}"""
 
     def parse(data: dict[str, Any]) -> tuple[Job, bool]:
-        out = _payload(data, "enqueueJob")
+        out = mutation_payload(data, "enqueueJob")
         return Job.of(out["job"]), bool(out["created"])
 
     return Operation(query, {"input": job_input}, parse)
@@ -127,7 +133,7 @@ def enqueue_many(f: Features, inputs: list[dict[str, Any]]) -> Operation[list[Jo
     return Operation(
         query,
         {"inputs": inputs},
-        lambda data: [Job.of(j) for j in _payload(data, "enqueueJobs")["jobs"]],
+        lambda data: [Job.of(j) for j in mutation_payload(data, "enqueueJobs")["jobs"]],
     )
 
 
@@ -161,7 +167,9 @@ def jobs(
 
 def _job_mutation(f: Features, name: str, job_id: str) -> Operation[Job]:
     query = f"mutation($id: ID!) {{ {name}(id: $id) {{ job {{ {f.job_fields()} }} {ERRORS} }} }}"
-    return Operation(query, {"id": str(job_id)}, lambda data: Job.of(_payload(data, name)["job"]))
+    return Operation(
+        query, {"id": str(job_id)}, lambda data: Job.of(mutation_payload(data, name)["job"])
+    )
 
 
 def cancel(f: Features, job_id: str) -> Operation[Job]:
@@ -191,7 +199,9 @@ def claim(
     if wait:
         variables["wait"] = wait
     return Operation(
-        query, variables, lambda data: [Job.of(j) for j in _payload(data, "claimJobs")["jobs"]]
+        query,
+        variables,
+        lambda data: [Job.of(j) for j in mutation_payload(data, "claimJobs")["jobs"]],
     )
 
 
@@ -209,7 +219,9 @@ def heartbeat(
     variables: dict[str, Any] = {"id": str(job_id), "lease": lease_seconds}
     if send_progress:
         variables["progress"] = progress
-    return Operation(query, variables, lambda data: Job.of(_payload(data, "heartbeatJob")["job"]))
+    return Operation(
+        query, variables, lambda data: Job.of(mutation_payload(data, "heartbeatJob")["job"])
+    )
 
 
 def complete(f: Features, job_id: str, result: Any) -> Operation[Job]:
@@ -218,7 +230,7 @@ def complete(f: Features, job_id: str, result: Any) -> Operation[Job]:
     return Operation(
         query,
         {"id": str(job_id), "result": result},
-        lambda data: Job.of(_payload(data, "completeJob")["job"]),
+        lambda data: Job.of(mutation_payload(data, "completeJob")["job"]),
     )
 
 
@@ -228,97 +240,10 @@ def fail(f: Features, job_id: str, error: str, retryable: bool) -> Operation[Fai
         job {{ {HELD_FIELDS} }} willRetry {ERRORS} }} }}"""
 
     def parse(data: dict[str, Any]) -> Failed:
-        out = _payload(data, "failJob")
+        out = mutation_payload(data, "failJob")
         return Failed(Job.of(out["job"]), bool(out["willRetry"]))
 
     return Operation(query, {"id": str(job_id), "error": error, "retryable": retryable}, parse)
-
-
-# The most outcomes one `settle` request carries: each is an aliased field, and the server
-# refuses more aliases than QUEUELOG_MAX_ALIASES (15 by default).
-SETTLE_BATCH = 15
-
-
-@functools.lru_cache(maxsize=512)
-def _settle_document(completed: int, failed: int, claim: bool = False) -> str:
-    """The document for `completed` completeJob fields then `failed` failJob fields, then
-    with `claim` a claimJobs field that never waits: one text per shape, so the server
-    compiles each shape once."""
-    declared, fields = [], []
-    for k in range(completed):
-        declared.append(f"$i{k}: ID!, $r{k}: JSON")
-        fields.append(
-            f"a{k}: completeJob(id: $i{k}, result: $r{k}) {{ job {{ {HELD_FIELDS} }} {ERRORS} }}"
-        )
-    for k in range(completed, completed + failed):
-        declared.append(f"$i{k}: ID!, $e{k}: String!, $y{k}: Boolean")
-        fields.append(
-            f"a{k}: failJob(id: $i{k}, error: $e{k}, retryable: $y{k}) "
-            f"{{ job {{ {HELD_FIELDS} }} willRetry {ERRORS} }}"
-        )
-    if claim:
-        declared.append("$limit: Int!, $types: [String!], $lease: Int")
-        fields.append(
-            "claimJobs(limit: $limit, types: $types, leaseSeconds: $lease) "
-            f"{{ jobs {{ {HELD_FIELDS} }} {ERRORS} }}"
-        )
-    return f"mutation({', '.join(declared)}) {{ {' '.join(fields)} }}"
-
-
-def settle(
-    f: Features, settlements: Sequence[Settlement]
-) -> Operation[list[Job | Failed | UserError]]:
-    """Several outcomes in one request (standard GraphQL: aliased mutation fields, run one
-    after the other). Each answer, in the order given, is the completed `Job`, the `Failed`
-    answer, or the `UserError` that refused that one outcome."""
-    order = sorted(range(len(settlements)), key=lambda i: not settlements[i].completed)
-    completed = sum(s.completed for s in settlements)
-    variables: dict[str, Any] = {}
-    for k, i in enumerate(order):
-        s = settlements[i]
-        variables[f"i{k}"] = str(s.job_id)
-        if s.completed:
-            variables[f"r{k}"] = s.result
-        else:
-            variables[f"e{k}"] = s.error
-            variables[f"y{k}"] = s.retryable
-
-    def parse(data: dict[str, Any]) -> list[Job | Failed | UserError]:
-        answers: dict[int, Job | Failed | UserError] = {}
-        for k, i in enumerate(order):
-            out = data[f"a{k}"]
-            refused = _refusal(out)
-            if refused is not None:
-                answers[i] = refused
-            elif k < completed:
-                answers[i] = Job.of(out["job"])
-            else:
-                answers[i] = Failed(Job.of(out["job"]), bool(out["willRetry"]))
-        return [answers[i] for i in range(len(order))]
-
-    document = _settle_document(completed, len(order) - completed)
-    return Operation(document, variables, parse)
-
-
-def settle_and_claim(
-    f: Features,
-    settlements: Sequence[Settlement],
-    limit: int,
-    types: list[str] | None,
-    lease_seconds: int | None,
-) -> Operation[tuple[list[Job | Failed | UserError], list[Job]]]:
-    """`settle`, then in the same request a claim of up to `limit` jobs that answers at once
-    (the fields run in order, so the places the outcomes free are free for the claim)."""
-    outcomes = settle(f, settlements)
-    completed = sum(s.completed for s in settlements)
-    document = _settle_document(completed, len(settlements) - completed, claim=True)
-    variables = {**outcomes.variables, "limit": limit, "types": types, "lease": lease_seconds}
-
-    def parse(data: dict[str, Any]) -> tuple[list[Job | Failed | UserError], list[Job]]:
-        jobs = [Job.of(j) for j in _payload(data, "claimJobs")["jobs"]]
-        return outcomes.parse(data), jobs
-
-    return Operation(document, variables, parse)
 
 
 def answer(body: Any) -> dict[str, Any]:

@@ -13,17 +13,10 @@ import asyncio
 import contextlib
 
 from queuelog.client.clients import AsyncClient
-from queuelog.client.models import (
-    ConnectionFailed,
-    Failed,
-    Job,
-    QueuelogError,
-    Settlement,
-    UserError,
-)
-from queuelog.client.operations import SETTLE_BATCH
+from queuelog.client.models import ConnectionFailed, QueuelogError, Reported, Settlement
+from queuelog.client.reports import SETTLE_BATCH
 
-Answer = Job | Failed | UserError
+Answer = Reported
 Ready = tuple[Settlement, "asyncio.Future[Answer]"]
 # Errors worth retrying: the server was unreachable, restarting or busy.
 TRANSIENT = ("CONNECTION_FAILED", "RATE_LIMITED", "HTTP_502", "HTTP_503", "HTTP_504")
@@ -95,7 +88,7 @@ class Acks:
         if not batch:
             return
         try:
-            answers = await self.client.settle([s for s, _ in batch])
+            answers = await self.client.report([s for s, _ in batch])
         except QueuelogError as exc:
             if len(batch) > 1 and not transient(exc):
                 # One outcome the server could not take must not hide the others': each
@@ -113,7 +106,7 @@ class Acks:
 
     async def _one(self, settlement: Settlement, answer: asyncio.Future[Answer]) -> None:
         try:
-            (out,) = await self.client.settle([settlement])
+            (out,) = await self.client.report([settlement])
         except QueuelogError as exc:
             _settle_all([(settlement, answer)], exc)
             return

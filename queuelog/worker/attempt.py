@@ -16,7 +16,7 @@ from typing import Any
 
 from queuelog.client.backoff import Backoff
 from queuelog.client.clients import AsyncClient
-from queuelog.client.models import Failed, Job, JobStatus, QueuelogError, Settlement, UserError
+from queuelog.client.models import Job, JobStatus, QueuelogError, Settlement, UserError
 from queuelog.worker.acks import Acks, transient
 from queuelog.worker.job import PermanentError, RunningJob, has_progress
 
@@ -234,11 +234,12 @@ class Attempt:
         while True:
             try:
                 answer = await self.acks.send(settlement)
-                if isinstance(answer, UserError):
-                    self._settled_already(outcome, answer)
-                elif isinstance(answer, Failed):
-                    verdict = "FAILED, will retry" if answer.will_retry else "FAILED"
-                    self._log(verdict, outcome.error)
+                if answer.refused is not None:
+                    self._settled_already(outcome, answer.refused, answer.status)
+                elif not outcome.completed:
+                    self._log(
+                        "FAILED, will retry" if answer.will_retry else "FAILED", outcome.error
+                    )
                 else:
                     self._log("COMPLETED")
                 return
@@ -251,10 +252,9 @@ class Attempt:
                     return
                 await backoff.sleep()
 
-    def _settled_already(self, outcome: Outcome, exc: UserError) -> None:
-        """A report refused because the job moved on: a retried report whose first try
-        reached the server, a cancel, or a lost lease."""
-        status = None if exc.job is None else exc.job.status
+    def _settled_already(self, outcome: Outcome, exc: UserError, status: JobStatus | None) -> None:
+        """A report refused because the job moved on (to `status`): a retried report whose
+        first try reached the server, a cancel, or a lost lease."""
         if status == JobStatus.CANCELLED:
             self._log("CANCELLED")
         elif exc.code == "INVALID_STATE" and outcome.completed and status == JobStatus.COMPLETED:

@@ -283,7 +283,7 @@ class Worker:
         that refuses the combined request as too complex gets them apart from now on."""
         settlements = [s for s, _ in riders]
         try:
-            answers, jobs = await client.settle_and_claim(
+            answers, jobs = await client.report_and_claim(
                 settlements, limit, types=types, lease_seconds=self.lease_seconds
             )
         except QueuelogError as exc:

@@ -26,14 +26,14 @@ def recording(monkeypatch: pytest.MonkeyPatch, lose_first_answer: bool = False) 
     optionally lose the answer to the first one after the server took it (the worker must
     send it again)."""
     sent: Sent = []
-    settle, settle_and_claim = AsyncClient.settle, AsyncClient.settle_and_claim
+    report, report_and_claim = AsyncClient.report, AsyncClient.report_and_claim
 
     def record(settlements: list[Settlement]) -> None:
         sent.append([(s.job_id, s.completed, s.result) for s in settlements])
 
     async def settle_recorded(self: AsyncClient, settlements: list[Settlement]) -> Any:
         record(settlements)
-        answers = await settle(self, settlements)
+        answers = await report(self, settlements)
         if lose_first_answer and len(sent) == 1:
             raise ConnectionFailed("the answer was lost")
         return answers
@@ -42,13 +42,13 @@ def recording(monkeypatch: pytest.MonkeyPatch, lose_first_answer: bool = False) 
         self: AsyncClient, settlements: list[Settlement], *args: Any, **kw: Any
     ) -> Any:
         record(settlements)
-        answers = await settle_and_claim(self, settlements, *args, **kw)
+        answers = await report_and_claim(self, settlements, *args, **kw)
         if lose_first_answer and len(sent) == 1:
             raise ConnectionFailed("the answer was lost")
         return answers
 
-    monkeypatch.setattr(AsyncClient, "settle", settle_recorded)
-    monkeypatch.setattr(AsyncClient, "settle_and_claim", carried_recorded)
+    monkeypatch.setattr(AsyncClient, "report", settle_recorded)
+    monkeypatch.setattr(AsyncClient, "report_and_claim", carried_recorded)
     return sent
 
 
@@ -155,14 +155,14 @@ async def test_reports_ride_with_the_claim_for_the_places_they_freed(
     server: LiveServer, keys: Keys, job_type: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     carried: list[tuple[int, int]] = []  # (reports carried, jobs the same request claimed)
-    settle_and_claim = AsyncClient.settle_and_claim
+    report_and_claim = AsyncClient.report_and_claim
 
     async def spy(self: AsyncClient, settlements: list[Settlement], *a: Any, **kw: Any) -> Any:
-        answers, jobs = await settle_and_claim(self, settlements, *a, **kw)
+        answers, jobs = await report_and_claim(self, settlements, *a, **kw)
         carried.append((len(settlements), len(jobs)))
         return answers, jobs
 
-    monkeypatch.setattr(AsyncClient, "settle_and_claim", spy)
+    monkeypatch.setattr(AsyncClient, "report_and_claim", spy)
     worker, started, go = held_worker(server.url, keys.worker, job_type)
     ids = await enqueue(server.url, keys.producer, job_type, 8)
     async with working(worker):

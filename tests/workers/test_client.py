@@ -11,9 +11,13 @@ from queuelog.client import (
     AsyncClient,
     Client,
     ConnectionFailed,
+    Failed,
+    Job,
     JobStatus,
     Priority,
     QueuelogError,
+    Reported,
+    Settlement,
     UserError,
 )
 from tests.support import LiveServer
@@ -105,6 +109,50 @@ async def test_async_client_and_the_worker_calls(
         with pytest.raises(UserError) as refused:
             await worker.complete(first.id + "0")
         assert refused.value.code == "NOT_FOUND"
+
+
+@pytest.mark.parametrize("brief", [False, True])
+async def test_several_outcomes_in_one_request_then_a_claim(
+    server: LiveServer, keys: Keys, job_type: str, brief: bool
+) -> None:
+    """`settle` answers each outcome with the job, `report` with its id and status; each
+    refusal is that outcome's alone; `…_and_claim` claims after the outcomes."""
+    async with (
+        AsyncClient(server.url, keys.producer) as producer,
+        AsyncClient(server.url, keys.worker) as worker,
+    ):
+        ids = [(await producer.enqueue(job_type, {"n": i}, max_retries=1)).id for i in range(5)]
+        await worker.claim(3, types=[job_type])
+        await producer.cancel(ids[2])
+        outcomes = [
+            Settlement(ids[1], False, error="ValueError: again"),
+            Settlement(ids[0], True, result={"ok": 0}),
+            Settlement(ids[2], True, result={"ok": 2}),  # cancelled meanwhile
+        ]
+        if brief:
+            answers, jobs = await worker.report_and_claim(outcomes, 5, types=[job_type])
+            assert answers[0] == Reported(ids[1], JobStatus.PENDING, will_retry=True)
+            assert answers[1] == Reported(ids[0], JobStatus.COMPLETED)
+            assert (answers[2].status, answers[2].refused is not None) == (
+                JobStatus.CANCELLED,
+                True,
+            )
+            assert answers[2].refused is not None and answers[2].refused.code == "INVALID_STATE"
+        else:
+            full, jobs = await worker.settle_and_claim(outcomes, 5, types=[job_type])
+            failed, done, refused = full
+            assert isinstance(failed, Failed) and failed.will_retry
+            assert isinstance(done, Job) and done.status is JobStatus.COMPLETED
+            assert isinstance(refused, UserError) and refused.code == "INVALID_STATE"
+            assert refused.job is not None and refused.job.status is JobStatus.CANCELLED
+        # The retried job is back in the queue, behind its backoff or not: the claim ran
+        # after the outcomes, and took what was claimable then.
+        assert {j.id for j in jobs} <= {ids[1], ids[3], ids[4]} and {ids[3], ids[4]} <= {
+            j.id for j in jobs
+        }
+        rest = [Settlement(j.id, True) for j in jobs]
+        finished = await (worker.report(rest) if brief else worker.settle(rest))
+        assert len(finished) == len(jobs)
 
 
 async def test_watch_resumes_after_a_restart_with_no_gap_and_no_duplicate(
