@@ -66,6 +66,7 @@ from queuelog.resolvers.context import Context
 from queuelog.runtime import Services, open_services
 from queuelog.schema.schema import build_schema
 from queuelog.service.maintenance import maintenance_loop
+from queuelog.service.observer import Observers
 from queuelog.service.schedules import schedule_loop
 from queuelog.storage.db import KEYS_CHANNEL, TYPES_CHANNEL
 from queuelog.storage.migrate import migrate
@@ -253,7 +254,7 @@ def create_app(
         from queuelog.tracing import enable
 
         enable(graphql.schema, [s.db.writer, s.db.reader])
-    s.service.observer = JobMetrics()
+    s.service.observer = Observers(s.service.observer, JobMetrics())
     metrics = MetricsEndpoint(s)
 
     @contextlib.asynccontextmanager

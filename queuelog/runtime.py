@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from queuelog.auth.keys import KeyStore
 from queuelog.config import Settings
+from queuelog.events.claims import PendingHints
 from queuelog.events.feed import EventFeed
 from queuelog.service.job_types import JobTypeService
 from queuelog.service.jobs import JobService
@@ -33,17 +34,19 @@ def open_services(settings: Settings) -> Services:
         pool_size=settings.pool_size,
     )
     service = JobService(db, settings)
+    feed = EventFeed(
+        db,
+        window=settings.event_window,
+        poll_interval=settings.event_poll_seconds,
+        idle=min(5.0, settings.key_recheck_seconds),
+    )
+    service.observer = PendingHints(feed)  # new jobs wake this process's waiting claims
     return Services(
         settings=settings,
         db=db,
         service=service,
         keys=KeyStore(db, settings.job_types, settings.key_cache_seconds),
-        feed=EventFeed(
-            db,
-            window=settings.event_window,
-            poll_interval=settings.event_poll_seconds,
-            idle=min(5.0, settings.key_recheck_seconds),
-        ),
+        feed=feed,
         schedules=ScheduleService(service),
         job_types=JobTypeService(service),
     )

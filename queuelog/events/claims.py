@@ -24,7 +24,11 @@ next to new jobs, and a place freed on another replica is not counted here, so w
 them is the rule that cannot miss one.
 
 A waiter whose client went away (`gone` finished) stops waiting; jobs it claimed after that
-are given back at once (`give_back`), since nobody will receive them."""
+are given back at once (`give_back`), since nobody will receive them.
+
+Jobs enqueued through this process wake its waiters as soon as their transaction commits
+(`PendingHints`, told by the job service), without waiting for the feed to read their
+events back; the feed then passes over those events, so a job still wakes one claim."""
 
 from __future__ import annotations
 
@@ -32,12 +36,13 @@ import asyncio
 import contextlib
 import math
 import weakref
-from collections.abc import Awaitable, Callable, Collection, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from typing import Protocol, TypeVar
 
 from queuelog.events.feed import EventFeed, Interest
 from queuelog.service.job_types import JobTypeService, WaitHints
-from queuelog.service.models import Actor, JobEvent, Role, Status
+from queuelog.service.models import Actor, Job, JobEvent, Role, Status
+from queuelog.service.observer import JobObserver
 from queuelog.storage import events as events_sql
 
 
@@ -48,6 +53,7 @@ class Typed(Protocol):
 
 T = TypeVar("T", bound=Typed)
 RECHECK_SECONDS = 2.0
+HINTED_MAX = 10_000  # jobs announced ahead of the feed, remembered until it passes them
 # Sees every event, to learn which jobs entered PENDING or left RUNNING (to PENDING or a
 # finished status); what it learns is never shown.
 _FEED_READER = Actor("queuelog-claims", Role.ADMIN)
@@ -127,6 +133,7 @@ class Waiters:
         self.rechecks: dict[frozenset[str] | None, Recheck] = {}
         self._ready: asyncio.Future[None] | None = None
         self._follower: asyncio.Task[None] | None = None
+        self._hinted: set[int] = set()  # new jobs that woke a waiter before the feed saw them
 
     async def join(self, waiter: Waiter, feed: EventFeed) -> Recheck:
         """Take a place in line. From the return on, every job that enters PENDING wakes
@@ -153,6 +160,7 @@ class Waiters:
         if not self.line and self._follower is not None:
             self._follower.cancel()
             self._follower = self._ready = None
+            self._hinted.clear()
 
     def wake_one(self, job_type: str) -> None:
         for waiter in self.line:
@@ -161,10 +169,25 @@ class Waiters:
                 waiter.wake()
                 return
 
+    def hint(self, jobs: Sequence[Job]) -> None:
+        """New jobs just committed by this process: each wakes a waiter now, and the feed
+        passes over its event later."""
+        if self._ready is None or not self._ready.done():
+            return  # nobody waits, or the feed's follower has not read its start yet
+        if len(self._hinted) > HINTED_MAX:
+            self._hinted.clear()  # the feed lost some: at worst a job wakes two claims
+        for job in jobs:
+            if job.status is Status.PENDING:
+                self._hinted.add(job.id)
+                self.wake_one(job.type)
+
     def _woken_by(self, event: JobEvent) -> None:
         job_type = event.job_type
         if event.status is Status.PENDING:
-            self.wake_one(job_type)
+            if event.previous_status is None and event.job_id in self._hinted:
+                self._hinted.discard(event.job_id)
+            else:
+                self.wake_one(job_type)
         if event.previous_status is Status.RUNNING:
             for waiter in self.line:
                 limited = waiter.limited is None or job_type in waiter.limited
@@ -188,6 +211,16 @@ class Waiters:
                 for waiter in self.line:
                     waiter.ended = True
                     waiter.wake()
+
+
+class PendingHints(JobObserver):
+    """Tells the waiting claims of `feed` of the jobs this process enqueues."""
+
+    def __init__(self, feed: EventFeed) -> None:
+        self.feed = feed
+
+    def enqueued(self, jobs: Sequence[Job]) -> None:
+        waiters_of(self.feed).hint(jobs)
 
 
 def _types_key(waiter: Waiter) -> frozenset[str] | None:

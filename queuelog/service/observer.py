@@ -34,3 +34,26 @@ class JobObserver:
 
     def leases_expired(self, expired: Sequence[Expired]) -> None:
         """Leases that ran out and were taken back."""
+
+
+class Observers(JobObserver):
+    """Several observers, each told everything, in the order given."""
+
+    def __init__(self, *observers: JobObserver) -> None:
+        self.observers = observers
+
+    def enqueued(self, jobs: Sequence[Job]) -> None:
+        for observer in self.observers:
+            observer.enqueued(jobs)
+
+    def claimed(self, jobs: Sequence[Job]) -> None:
+        for observer in self.observers:
+            observer.claimed(jobs)
+
+    def finished(self, job: Job, started: datetime | None, retried: bool) -> None:
+        for observer in self.observers:
+            observer.finished(job, started, retried)
+
+    def leases_expired(self, expired: Sequence[Expired]) -> None:
+        for observer in self.observers:
+            observer.leases_expired(expired)
