@@ -37,9 +37,10 @@ import contextlib
 import math
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from queuelog.events.feed import EventFeed, Interest
+from queuelog.service.handoff import Standing
 from queuelog.service.job_types import JobTypeService, WaitHints
 from queuelog.service.models import Actor, Job, JobEvent, Role, Status
 from queuelog.service.observer import JobObserver
@@ -170,15 +171,16 @@ class Waiters:
                 return
 
     def hint(self, jobs: Sequence[Job]) -> None:
-        """New jobs just committed by this process: each wakes a waiter now, and the feed
-        passes over its event later."""
+        """New jobs just committed by this process: each still PENDING wakes a waiter now
+        (one handed to a waiting claim in its enqueue's transaction is RUNNING already),
+        and the feed passes over their events later."""
         if self._ready is None or not self._ready.done():
             return  # nobody waits, or the feed's follower has not read its start yet
         if len(self._hinted) > HINTED_MAX:
             self._hinted.clear()  # the feed lost some: at worst a job wakes two claims
         for job in jobs:
+            self._hinted.add(job.id)
             if job.status is Status.PENDING:
-                self._hinted.add(job.id)
                 self.wake_one(job.type)
 
     def _woken_by(self, event: JobEvent) -> None:
@@ -249,12 +251,14 @@ async def claim_waiting(
     *,
     gone: Callable[[], Coroutine[object, object, object]] | None = None,
     give_back: Callable[[list[T]], Awaitable[object]] | None = None,
+    offer: Callable[[], Standing] | None = None,
 ) -> list[T]:
     """`claim()`'s jobs, at once if there are any, else as soon as one of `types` (None:
     any the claim may take) enters PENDING and is claimed, or nothing after `seconds`
     (its types' waiters trying again every `recheck`, default RECHECK_SECONDS) or once
     `gone()` ends. With
-    `flow`, limited types wake it as the module says."""
+    `flow`, limited types wake it as the module says. With `offer`, it stands in line for
+    enqueues to claim for it while it pauses (`service.handoff`)."""
     if seconds <= 0 or not feed.running:
         return await claim()
     # A busy worker's claim finds jobs at once: it never takes a place in line (which
@@ -273,6 +277,18 @@ async def claim_waiting(
     if left is not None:
         left.add_done_callback(lambda _: me.wake())
     watching = contextlib.nullcontext() if flow is None else flow.watching(me.wake)
+    standing: Standing | None = None
+
+    async def withdrawn() -> list[T]:
+        """Out of the standing line: the jobs an enqueue claimed for it meanwhile, if any."""
+        nonlocal standing
+        if standing is None:
+            return []
+        mine, standing = standing, None
+        if mine.line.withdraw(mine):
+            return []
+        return cast(list[T], await mine.answer)
+
     try:
         with watching:
             shared = await waiters.join(me, feed)
@@ -280,7 +296,7 @@ async def claim_waiting(
                 me.woken = False
                 took, me.called = me.called, None
                 started = loop.time()
-                jobs = await claim()
+                jobs = await withdrawn() or await claim()
                 shared.claimed(me, started, bool(jobs))
                 if jobs:
                     if took is not None and all(job.type != took for job in jobs):
@@ -296,6 +312,10 @@ async def claim_waiting(
                     hints = await flow.wait_hints(types)
                     me.limited = hints.limited
                 token_at = math.inf if hints.token_in is None else loop.time() + hints.token_in
+                if offer is not None:
+                    standing = offer()
+                    standing.line.stand(standing)
+                    standing.answer.add_done_callback(lambda _: me.wake())
                 await shared.pause(me, every, min(deadline, token_at))
                 if left is not None and left.done():
                     return []
@@ -306,6 +326,9 @@ async def claim_waiting(
         return jobs
     finally:
         waiters.leave(me)
+        late = await withdrawn()  # claimed for it as it left: nobody will receive them
+        if late and give_back is not None:
+            await give_back(late)
         if left is not None:
             left.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -84,6 +84,7 @@ async def _claim(
         flow=ctx.job_types,
         gone=gone if isinstance(request, Request) else None,
         give_back=give_back,
+        offer=lambda: ctx.service.standing_claim(actor, types, lease_seconds, limit),
     )
 
 

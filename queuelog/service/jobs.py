@@ -10,6 +10,7 @@ operation is checked once, at the GraphQL edge (`auth.permissions`), before any 
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -33,10 +34,12 @@ from queuelog.lifecycle import (
 from queuelog.service import errors, job_types, ownership, validation
 from queuelog.service.actions import JobActions
 from queuelog.service.backoff import backoff_seconds
+from queuelog.service.handoff import Standing, StandingClaims
 from queuelog.service.models import Actor, EnqueueRequest, Job
 from queuelog.service.observer import Expired, JobObserver
 from queuelog.service.reads import JobReads, SharedReads
 from queuelog.service.sanitize import sanitize_error
+from queuelog.storage import batches
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
 from queuelog.storage.tx import Tx
@@ -72,6 +75,7 @@ class JobService(JobActions, JobReads):
         self.horizon = timedelta(days=settings.schedule_horizon_days)
         self.observer = JobObserver()  # told what each write did, after its commit
         self.limited_hint = job_types.LimitedHint(db, list(self.types))
+        self.standing = StandingClaims()  # claims waiting for jobs, for enqueues to hand off
 
     # -- producers ----------------------------------------------------------------------
 
@@ -80,9 +84,7 @@ class JobService(JobActions, JobReads):
         request, return that job and False."""
         values = self._row(actor, req, ["input"])
         if "idempotency_key" not in values:
-            (inserted,) = await self.db.write_rows(jobs_sql.insert, [values])
-            job = Job.from_row(inserted)
-            self.observer.enqueued([job])
+            (job,) = await self._insert([values])
             return job, True
         row, created = await self.db.write(jobs_sql.insert_idempotent, values)
         if not created and row.request_hash != values["request_hash"]:
@@ -102,15 +104,66 @@ class JobService(JobActions, JobReads):
         now = self.clock()  # one instant for the batch: one transaction, input order kept
         rows = [self._row(actor, r, ["inputs", str(i)], now) for i, r in enumerate(reqs)]
         if all("idempotency_key" not in r for r in rows):
-            # One INSERT, which concurrent batches and enqueues queued meanwhile share.
-            inserted = await self.db.write_rows(jobs_sql.insert, rows)
-            jobs = [Job.from_row(r) for r in inserted]
-            self.observer.enqueued(jobs)
-            return jobs
+            return await self._insert(rows)
         held = await self.db.write(self._enqueue_many, rows)
         jobs = [Job.from_row(r) for r, _ in held]
         self.observer.enqueued([j for j, (_, created) in zip(jobs, held, strict=True) if created])
         return jobs
+
+    async def _insert(self, rows: list[dict[str, Any]]) -> list[Job]:
+        """Insert jobs without idempotency keys. Claims waiting for their types claim in the
+        same transaction (`service.handoff`); else it is one INSERT, which concurrent
+        batches and enqueues queued meanwhile share."""
+        takers = self.standing.take(r["type"] for r in rows if r["run_at"] <= r["created_at"])
+        if not takers:
+            jobs = [Job.from_row(r) for r in await self.db.write_rows(jobs_sql.insert, rows)]
+            self.observer.enqueued(jobs)
+            return jobs
+        try:
+            inserted, claims = await self.db.write(self._insert_and_claim, rows, takers)
+            jobs = [Job.from_row(r) for r in inserted]
+            handed = {
+                j.id: j for s, out in zip(takers, claims, strict=True) for j in self._handed(s, out)
+            }
+            self.observer.enqueued([handed.get(j.id, j) for j in jobs])
+            return jobs
+        finally:
+            for standing in takers:  # its claim failed, or the enqueue did
+                StandingClaims.answer(standing, [])
+
+    def _insert_and_claim(
+        self, tx: Tx, rows: list[dict[str, Any]], takers: list[Standing]
+    ) -> tuple[list[Any], list[batches.Outcome]]:
+        inserted = jobs_sql.insert(tx, rows)
+        claims = [
+            batches.isolated(
+                tx, functools.partial(self._claim, worker=s.actor.name, types=s.types,
+                                      lease_seconds=s.lease_seconds, limit=s.limit)
+            )
+            for s in takers
+        ]  # fmt: skip
+        return inserted, claims
+
+    def _handed(self, standing: Standing, outcome: batches.Outcome) -> list[Job]:
+        """Answer a standing claim with what its claim in an enqueue's transaction found;
+        those jobs as they are now (RUNNING)."""
+        ok, out = outcome
+        if not ok:
+            return []  # its worker claims for itself
+        expired, rows = out
+        if expired:
+            self.observer.leases_expired(expired)
+        self.observer.claimed(claimed := [Job.from_row(r) for r in rows])
+        StandingClaims.answer(standing, [self._shown(standing.actor, r) for r in rows])
+        return claimed
+
+    def standing_claim(
+        self, actor: Actor, types: Sequence[str] | None, lease_seconds: int | None, limit: int
+    ) -> Standing:
+        """A claim like `claim(actor, types, lease_seconds, limit)` (which accepted these
+        arguments already), to stand in `standing` while it waits."""
+        chosen = self.usable_types(actor) if types is None else list(types)
+        return Standing(self.standing, actor, chosen, lease_seconds, limit)
 
     def _row(
         self, actor: Actor, req: EnqueueRequest, prefix: list[str], now: datetime | None = None

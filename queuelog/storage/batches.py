@@ -80,6 +80,11 @@ def run_calls(tx: Tx, calls: list[Call]) -> list[Outcome]:
     return outcomes
 
 
+def isolated(tx: Tx, call: Callable[[Tx], Any]) -> Outcome:
+    """`call`'s outcome, under a savepoint: if it raises, only its own work is undone."""
+    return _run(tx, call, True)
+
+
 def _all_rows(
     fn: Callable[[Tx, list[Any]], list[Any]], members: list[tuple[int, Rows]], tx: Tx
 ) -> list[Any]:

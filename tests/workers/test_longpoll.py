@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+import time
 from typing import Any
 
 import httpx
@@ -85,11 +87,44 @@ async def test_a_job_claimed_as_its_client_went_away_goes_back_at_once(
         return jobs
 
     monkeypatch.setattr(service, "claim", claim_then_stall)
+    # The waiter claims for itself: no enqueue claims for it (see the next test).
+    monkeypatch.setattr(service.standing, "take", lambda types: [])
     waiting = await abandoned_claim(server, key, job_type)
     job_id = (await post(server, key, ENQUEUE, t=job_type))["enqueueJob"]["job"]["id"]
     await asyncio.wait_for(took.wait(), 30)
     await gone(waiting)
     monkeypatch.setattr(service, "claim", claim)
+    await went_back(server, key, job_id, job_type)
+
+
+async def test_a_job_handed_to_a_claim_as_its_client_went_away_goes_back_at_once(
+    live: tuple[LiveServer, str], services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The enqueue's transaction claims the job for the waiting claim, whose client goes
+    away before that transaction commits."""
+    server, key = live
+    job_type = "email"
+    service = services.service
+    insert_and_claim = service._insert_and_claim
+    took = threading.Event()
+
+    def stall_after(*args: Any) -> Any:
+        out = insert_and_claim(*args)
+        took.set()
+        time.sleep(1.0)  # in the writer thread, before the commit
+        return out
+
+    monkeypatch.setattr(service, "_insert_and_claim", stall_after)
+    waiting = await abandoned_claim(server, key, job_type)
+    enqueue = asyncio.create_task(post(server, key, ENQUEUE, t=job_type))
+    await asyncio.wait_for(asyncio.to_thread(took.wait, 30), 35)
+    await gone(waiting)
+    job_id = (await enqueue)["enqueueJob"]["job"]["id"]
+    await went_back(server, key, job_id, job_type)
+
+
+async def went_back(server: LiveServer, key: str, job_id: str, job_type: str) -> None:
+    """The job was claimed once, then given back (not counted as an attempt)."""
     for _ in range(200):
         job = (await post(server, key, JOB, id=job_id))["job"]
         if job["status"] == "PENDING":
@@ -107,13 +142,18 @@ async def test_a_job_claimed_as_its_client_went_away_goes_back_at_once(
 
 class CountedClaims:
     """Counts the service's claim attempts; `taken` makes the next attempt find its job
-    claimed by someone else a moment before."""
+    claimed by someone else a moment before. Unless `handoff`, no enqueue claims for a
+    waiting claim: each is woken, and claims for itself."""
 
-    def __init__(self, services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(
+        self, services: Services, monkeypatch: pytest.MonkeyPatch, handoff: bool = False
+    ) -> None:
         self.count = 0
         self.steal_next = False
         self._claim = services.service.claim
         monkeypatch.setattr(services.service, "claim", self.claim)
+        if not handoff:
+            monkeypatch.setattr(services.service.standing, "take", lambda types: [])
         # Only a wake-up makes a waiter try again within these tests.
         monkeypatch.setattr(claims, "RECHECK_SECONDS", 600.0)
 
@@ -175,6 +215,29 @@ async def test_a_job_wakes_one_waiting_claim_not_all(
         answers = await answered(waiting, 2)
         assert {a["job"]["id"] for a in answers} == {first, second}
         assert counted.count == 2 * n + 2  # the other waiters were never woken
+        await stop(waiting)
+
+
+async def test_a_job_enqueued_here_is_handed_to_one_waiting_claim(
+    live: tuple[LiveServer, str], services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The enqueue's own transaction claims the job for the first claim in line: no claim
+    wakes to claim for itself, then or when the change feed reads the job's events."""
+    (server, key), n = live, 5
+    counted = CountedClaims(services, monkeypatch, handoff=True)
+    async with client(key, n) as http:
+        waiting = waiting_claims(http, server.url, "pdf", n)
+        await counted.until(2 * n)
+        ids = []
+        for k in (1, 2):
+            ids.append((await post(server, key, ENQUEUE, t="pdf"))["enqueueJob"]["job"]["id"])
+            answers = await answered(waiting, k)
+            assert {a["job"]["id"] for a in answers} == set(ids)
+        await asyncio.sleep(0.5)  # the feed has read both jobs' events meanwhile
+        assert counted.count == 2 * n
+        assert len(services.service.standing) == n - 2
+        job = (await post(server, key, JOB, id=ids[0]))["job"]
+        assert job["status"] == "RUNNING" and job["claimedAt"] is not None
         await stop(waiting)
 
 
