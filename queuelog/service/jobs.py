@@ -10,7 +10,6 @@ operation is checked once, at the GraphQL edge (`auth.permissions`), before any 
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -31,20 +30,19 @@ from queuelog.lifecycle import (
     Status,
     Transition,
 )
-from queuelog.service import errors, job_types, ownership, validation
+from queuelog.service import job_types, ownership, validation
 from queuelog.service.actions import JobActions
 from queuelog.service.backoff import backoff_seconds
-from queuelog.service.handoff import Standing, StandingClaims
-from queuelog.service.models import Actor, EnqueueRequest, Job
+from queuelog.service.enqueues import JobEnqueues
+from queuelog.service.handoff import StandingClaims
+from queuelog.service.models import Actor, Job
 from queuelog.service.observer import Expired, JobObserver
 from queuelog.service.reads import JobReads, SharedReads
 from queuelog.service.sanitize import sanitize_error
-from queuelog.storage import batches
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
 from queuelog.storage.tx import Tx
 
-BATCH_MAX = 500
 CLAIM_MAX = 100
 RESCUE_BATCH = 100
 LEASE_EXPIRED = "lease expired"  # the error a rescued job's attempt records
@@ -57,7 +55,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class JobService(JobActions, JobReads):
+class JobService(JobEnqueues, JobActions, JobReads):
     def __init__(
         self,
         db: Database,
@@ -76,129 +74,6 @@ class JobService(JobActions, JobReads):
         self.observer = JobObserver()  # told what each write did, after its commit
         self.limited_hint = job_types.LimitedHint(db, list(self.types))
         self.standing = StandingClaims()  # claims waiting for jobs, for enqueues to hand off
-
-    # -- producers ----------------------------------------------------------------------
-
-    async def enqueue(self, actor: Actor, req: EnqueueRequest) -> tuple[Job, bool]:
-        """Enqueue one job. With an idempotency key already used by this producer for the same
-        request, return that job and False."""
-        values = self._row(actor, req, ["input"])
-        if "idempotency_key" not in values:
-            (job,) = await self._insert([values])
-            return job, True
-        row, created = await self.db.write(jobs_sql.insert_idempotent, values)
-        if not created and row.request_hash != values["request_hash"]:
-            raise errors.IdempotencyKeyReused(
-                "this idempotency key was used before with a different request",
-                ["input", "idempotencyKey"],
-            )
-        job = Job.from_row(row)  # a producer's own job: it may see every field
-        if created:
-            self.observer.enqueued([job])
-        return job, created
-
-    async def enqueue_many(self, actor: Actor, reqs: Sequence[EnqueueRequest]) -> list[Job]:
-        """Enqueue 1-500 jobs, all or nothing, returned in input order."""
-        if not 1 <= len(reqs) <= BATCH_MAX:
-            raise errors.ValidationFailed(f"give 1 to {BATCH_MAX} inputs", ["inputs"])
-        now = self.clock()  # one instant for the batch: one transaction, input order kept
-        rows = [self._row(actor, r, ["inputs", str(i)], now) for i, r in enumerate(reqs)]
-        if all("idempotency_key" not in r for r in rows):
-            return await self._insert(rows)
-        held = await self.db.write(self._enqueue_many, rows)
-        jobs = [Job.from_row(r) for r, _ in held]
-        self.observer.enqueued([j for j, (_, created) in zip(jobs, held, strict=True) if created])
-        return jobs
-
-    async def _insert(self, rows: list[dict[str, Any]]) -> list[Job]:
-        """Insert jobs without idempotency keys. Claims waiting for their types claim in the
-        same transaction (`service.handoff`); else it is one INSERT, which concurrent
-        batches and enqueues queued meanwhile share."""
-        takers = self.standing.take(r["type"] for r in rows if r["run_at"] <= r["created_at"])
-        if not takers:
-            jobs = [Job.from_row(r) for r in await self.db.write_rows(jobs_sql.insert, rows)]
-            self.observer.enqueued(jobs)
-            return jobs
-        try:
-            inserted, claims = await self.db.write(self._insert_and_claim, rows, takers)
-            jobs = [Job.from_row(r) for r in inserted]
-            handed = {
-                j.id: j for s, out in zip(takers, claims, strict=True) for j in self._handed(s, out)
-            }
-            self.observer.enqueued([handed.get(j.id, j) for j in jobs])
-            return jobs
-        finally:
-            for standing in takers:  # its claim failed, or the enqueue did
-                StandingClaims.answer(standing, [])
-
-    def _insert_and_claim(
-        self, tx: Tx, rows: list[dict[str, Any]], takers: list[Standing]
-    ) -> tuple[list[Any], list[batches.Outcome]]:
-        inserted = jobs_sql.insert(tx, rows)
-        claims = [
-            batches.isolated(
-                tx, functools.partial(self._claim, worker=s.actor.name, types=s.types,
-                                      lease_seconds=s.lease_seconds, limit=s.limit)
-            )
-            for s in takers
-        ]  # fmt: skip
-        return inserted, claims
-
-    def _handed(self, standing: Standing, outcome: batches.Outcome) -> list[Job]:
-        """Answer a standing claim with what its claim in an enqueue's transaction found;
-        those jobs as they are now (RUNNING)."""
-        ok, out = outcome
-        if not ok:
-            return []  # its worker claims for itself
-        expired, rows = out
-        if expired:
-            self.observer.leases_expired(expired)
-        self.observer.claimed(claimed := [Job.from_row(r) for r in rows])
-        StandingClaims.answer(standing, [self._shown(standing.actor, r) for r in rows])
-        return claimed
-
-    def standing_claim(
-        self, actor: Actor, types: Sequence[str] | None, lease_seconds: int | None, limit: int
-    ) -> Standing:
-        """A claim like `claim(actor, types, lease_seconds, limit)` (which accepted these
-        arguments already), to stand in `standing` while it waits."""
-        chosen = self.usable_types(actor) if types is None else list(types)
-        return Standing(self.standing, actor, chosen, lease_seconds, limit)
-
-    def _row(
-        self, actor: Actor, req: EnqueueRequest, prefix: list[str], now: datetime | None = None
-    ) -> dict[str, Any]:
-        return validation.enqueue(
-            actor,
-            req,
-            now=now or self.clock(),
-            configured=self.types,
-            payload_limit=self.settings.payload_max_bytes,
-            horizon=self.horizon,
-            prefix=prefix,
-        )
-
-    @staticmethod
-    def _enqueue_many(tx: Tx, rows: list[dict[str, Any]]) -> list[tuple[Any, bool]]:
-        """Each input's job, in order, and whether this call created it."""
-        plain = [r for r in rows if "idempotency_key" not in r]
-        keyed = [r for r in rows if "idempotency_key" in r]
-        inserted = iter(jobs_sql.insert(tx, plain) if plain else [])
-        held = iter(jobs_sql.insert_idempotent_many(tx, keyed) if keyed else [])
-        out: list[tuple[Any, bool]] = []
-        for i, values in enumerate(rows):
-            if "idempotency_key" not in values:
-                out.append((next(inserted), True))
-                continue
-            row, created = next(held)
-            if row.request_hash != values["request_hash"]:
-                # Raising rolls the whole batch back: all or nothing.
-                raise errors.IdempotencyKeyReused(
-                    "this idempotency key was used before with a different request",
-                    ["inputs", str(i), "idempotencyKey"],
-                )
-            out.append((row, created))
-        return out
 
     # -- workers ------------------------------------------------------------------------
 
@@ -221,10 +96,6 @@ class JobService(JobActions, JobReads):
             self.observer.leases_expired(expired)
         self.observer.claimed(jobs)
         return jobs
-
-    def usable_types(self, actor: Actor) -> list[str]:
-        """The configured types `actor` may use: what a claim of no particular type takes."""
-        return [t for t in self.types if actor.may_use_type(t)]
 
     def claim_wait(self, seconds: int | None) -> float:
         """How long a claim may wait for a job (`waitSeconds`, 0 to 60): never so long that

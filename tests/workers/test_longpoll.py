@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import threading
 import time
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -15,9 +16,12 @@ import pytest
 
 from queuelog.events import claims
 from queuelog.runtime import Services
+from queuelog.service.models import Actor, Role
+from tests.inprocess import until
 from tests.support import LiveServer
 from tests.workers.conftest import Keys
 
+ADMIN = Actor("admin", Role.ADMIN)
 CLAIM_ONE = """mutation($t: [String!], $w: Int) {
   claimJob(types: $t, waitSeconds: $w) { job { id } userErrors { code } } }"""
 ENQUEUE = "mutation($t: String!) { enqueueJob(input: {type: $t}) { job { id } } }"
@@ -239,6 +243,31 @@ async def test_a_job_enqueued_here_is_handed_to_one_waiting_claim(
         job = (await post(server, key, JOB, id=ids[0]))["job"]
         assert job["status"] == "RUNNING" and job["claimedAt"] is not None
         await stop(waiting)
+
+
+async def test_a_handed_job_has_the_lease_its_claim_asked_for_and_a_paused_type_none(
+    live: tuple[LiveServer, str], services: Services
+) -> None:
+    """The claim an enqueue makes for a waiting claim is that claim: its lease, and no job of
+    a paused type (the claim goes on waiting, and takes the job once the type resumes)."""
+    server, key = live
+    query = """mutation($t: [String!]) { claimJob(types: $t, leaseSeconds: 7, waitSeconds: 20) {
+      job { id claimedAt leaseExpiresAt } } }"""
+    waiting = asyncio.create_task(post(server, key, query, t=["email"]))
+    await until(lambda: len(services.service.standing) == 1)
+    job_id = (await post(server, key, ENQUEUE, t="email"))["enqueueJob"]["job"]["id"]
+    job = (await waiting)["claimJob"]["job"]
+    lease = datetime.fromisoformat(job["leaseExpiresAt"]) - datetime.fromisoformat(job["claimedAt"])
+    assert (job["id"], lease) == (job_id, timedelta(seconds=7))
+
+    await services.job_types.pause(ADMIN, "sync")
+    waiting = asyncio.create_task(post(server, key, query, t=["sync"]))
+    await until(lambda: len(services.service.standing) == 1)
+    paused = (await post(server, key, ENQUEUE, t="sync"))["enqueueJob"]["job"]["id"]
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    await services.job_types.resume(ADMIN, "sync")
+    assert (await waiting)["claimJob"]["job"]["id"] == paused
 
 
 async def test_as_many_jobs_as_waiting_claims_answer_them_all(
