@@ -83,6 +83,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         worker.key = args.key
     if args.concurrency is not None:
         worker.concurrency = args.concurrency
+    if args.prefetch is not None:
+        worker.prefetch = args.prefetch
     if args.types is not None:
         worker.types = [t for t in args.types.split(",") if t]
     worker.run()
@@ -137,6 +139,9 @@ def register(sub: Any) -> None:
     worker = sub.add_parser("worker", help="run a Worker defined in your code (MODULE:ATTRIBUTE)")
     worker.add_argument("target", metavar="MODULE:ATTRIBUTE")
     worker.add_argument("--concurrency", type=int)
+    worker.add_argument(
+        "--prefetch", type=int, help="jobs claimed ahead while handlers are quick (0: none)"
+    )
     worker.add_argument("--types", help="comma-separated job types (default: every handler's)")
     _connection(worker)
     worker.set_defaults(fn=cmd_worker)

@@ -74,13 +74,24 @@ class Worker:
         self.timeout = timeout
         self.grace_seconds = grace_seconds
         self.wait_seconds = wait_seconds
-        self.prefetch = 3 * concurrency if prefetch is None else prefetch
+        self._prefetch = prefetch
         self.handler_seconds: float | None = None  # the handlers' recent average run
         self.handlers: dict[str, tuple[Handler, float | None]] = {}
         # Reports of finished jobs ride with the claim for their freed places.
         self.carry = True
         self._stopping: asyncio.Event | None = None
         self._signals = 0
+
+    @property
+    def prefetch(self) -> int:
+        """The most jobs held beyond `concurrency` while handlers are quick."""
+        return 3 * self.concurrency if self._prefetch is None else self._prefetch
+
+    @prefetch.setter
+    def prefetch(self, jobs: int) -> None:
+        if jobs < 0:
+            raise ValueError("prefetch must be 0 or more")
+        self._prefetch = jobs
 
     def handler(self, type: str, *, timeout: float | None = None) -> Callable[[Handler], Handler]:
         """Register the handler of one job type (a coroutine function or a plain function)."""

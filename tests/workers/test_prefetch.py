@@ -145,4 +145,9 @@ async def test_a_job_cancelled_while_it_waits_for_a_slot_never_starts(
 def test_prefetch_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="prefetch"):
         Worker("http://127.0.0.1:1/graphql", "k", prefetch=-1)
-    assert Worker("http://127.0.0.1:1/graphql", "k", concurrency=4).prefetch == 12
+    worker = Worker("http://127.0.0.1:1/graphql", "k", concurrency=4)
+    assert worker.prefetch == 12
+    worker.concurrency = 8  # as `queuelog worker --concurrency 8` does
+    assert worker.prefetch == 24
+    worker.prefetch = 0
+    assert worker.prefetch == 0

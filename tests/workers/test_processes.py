@@ -108,7 +108,7 @@ def test_two_workers_complete_2000_jobs_each_exactly_once(
     producer = server.create_key("PRODUCER", [job_type])
     worker_key = server.create_key("WORKER", [job_type])
     a = workers.start(worker_key, "--concurrency", "8")
-    b = workers.start(worker_key, "--concurrency", "8", "--types", job_type)
+    b = workers.start(worker_key, "--concurrency", "8", "--types", job_type, "--prefetch", "0")
     enqueue(server, producer, job_type, [{"n": i} for i in range(n)])
     wait_for(server, job_type, "COMPLETED", n)
     jobs = all_jobs(server, job_type)
