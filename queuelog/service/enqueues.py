@@ -93,11 +93,16 @@ class JobEnqueues:
     def _insert_and_claim(
         self, tx: Tx, rows: list[dict[str, Any]], takers: list[Standing]
     ) -> tuple[list[Any], list[batches.Outcome]]:
+        """The rows, then each taker's claim under a savepoint of its own: a claim that
+        fails costs only itself. They rescue no expired lease (a statement the new job's
+        way to its worker need not wait for: the next claim of its own, or the maintenance
+        loop, takes those back)."""
         inserted = jobs_sql.insert(tx, rows)
         claims = [
             batches.isolated(
                 tx, functools.partial(self._claim, worker=s.actor.name, types=s.types,
-                                      lease_seconds=s.lease_seconds, limit=s.limit)
+                                      lease_seconds=s.lease_seconds, limit=s.limit,
+                                      rescue=False)
             )
             for s in takers
         ]  # fmt: skip

@@ -110,11 +110,19 @@ class JobService(JobEnqueues, JobActions, JobReads):
             validation.bounded(seconds, 1, limit, "leaseSeconds", ["leaseSeconds"])
 
     def _claim(
-        self, tx: Tx, worker: str, types: list[str], lease_seconds: int | None, limit: int
+        self,
+        tx: Tx,
+        worker: str,
+        types: list[str],
+        lease_seconds: int | None,
+        limit: int,
+        rescue: bool = True,
     ) -> tuple[list[Expired], list[Any]]:
+        """Claim in `tx`; with `rescue`, first take back expired leases (once a transaction:
+        claims batched together share one rescue)."""
         now = self.clock()
         expired = []
-        if tx.first("rescue"):  # claims batched together share one rescue
+        if rescue and tx.first("rescue"):
             expired = self._rescue(tx, now)
         lease_until = {
             t: now + timedelta(seconds=lease_seconds or self.types[t].lease_seconds) for t in types
