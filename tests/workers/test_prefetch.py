@@ -52,6 +52,25 @@ async def statuses(server: LiveServer, job_ids: list[str]) -> list[JobStatus]:
     return [j.status for j in jobs if j is not None]
 
 
+def one_slot_worker(
+    server: LiveServer, keys: Keys, job_type: str, **kw: Any
+) -> tuple[Worker, Handler]:
+    """A worker of concurrency 1 that claims up to 3 jobs ahead, and its handler."""
+    worker = Worker(server.url, keys.worker, concurrency=1, **{"prefetch": 3, **kw})
+    handler = Handler()
+    worker.handler(job_type)(handler.run)
+    return worker, handler
+
+
+async def until_held(server: LiveServer, job_ids: list[str], n: int) -> list[JobStatus]:
+    """The jobs' statuses once `n` of them are RUNNING (or after five seconds)."""
+    for _ in range(100):
+        if (found := await statuses(server, job_ids)).count(JobStatus.RUNNING) == n:
+            return found
+        await asyncio.sleep(0.05)
+    return found
+
+
 async def hold_behind_a_blocked_job(
     server: LiveServer, keys: Keys, job_type: str, handler: Handler, warm: list[dict[str, Any]]
 ) -> tuple[list[str], list[str]]:
@@ -68,18 +87,13 @@ async def hold_behind_a_blocked_job(
 async def test_quick_handlers_get_jobs_claimed_ahead_of_their_slots(
     server: LiveServer, keys: Keys, job_type: str, prefetch: int
 ) -> None:
-    worker = Worker(server.url, keys.worker, concurrency=1, prefetch=prefetch, wait_seconds=1)
-    handler = Handler()
-    worker.handler(job_type)(handler.run)
+    worker, handler = one_slot_worker(server, keys, job_type, prefetch=prefetch, wait_seconds=1)
     async with working(worker):
         blocked, quick = await hold_behind_a_blocked_job(
             server, keys, job_type, handler, [{"n": -i} for i in range(1, 4)]
         )
         # Held: the blocked job and up to `prefetch` more, none of which has started.
-        for _ in range(100):
-            if (await statuses(server, quick)).count(JobStatus.RUNNING) == prefetch:
-                break
-            await asyncio.sleep(0.05)
+        await until_held(server, quick, prefetch)
         await asyncio.sleep(0.3)  # no more than that is ever held
         held = await statuses(server, quick)
         assert held.count(JobStatus.RUNNING) == prefetch
@@ -96,9 +110,7 @@ async def test_quick_handlers_get_jobs_claimed_ahead_of_their_slots(
 async def test_slow_handlers_get_no_jobs_ahead(
     server: LiveServer, keys: Keys, job_type: str
 ) -> None:
-    worker = Worker(server.url, keys.worker, concurrency=1, prefetch=3, wait_seconds=1)
-    handler = Handler()
-    worker.handler(job_type)(handler.run)
+    worker, handler = one_slot_worker(server, keys, job_type, wait_seconds=1)
     async with working(worker):
         warm: list[dict[str, Any]] = [
             {"n": -1},
@@ -115,22 +127,13 @@ async def test_a_job_cancelled_while_it_waits_for_a_slot_never_starts(
     server: LiveServer, keys: Keys, job_type: str
 ) -> None:
     # A short lease: heartbeats (which carry the cancel to the worker) every second.
-    worker = Worker(server.url, keys.worker, concurrency=1, prefetch=3, lease_seconds=3)
-    handler = Handler()
-    worker.handler(job_type)(handler.run)
+    worker, handler = one_slot_worker(server, keys, job_type, lease_seconds=3)
     async with working(worker):
         blocked, quick = await hold_behind_a_blocked_job(
             server, keys, job_type, handler, [{"n": -1}, {"n": -2}]
         )
-        for _ in range(100):
-            if (await statuses(server, quick)).count(JobStatus.RUNNING) == 3:
-                break
-            await asyncio.sleep(0.05)
-        held = [
-            i
-            for i, s in zip(quick, await statuses(server, quick), strict=True)
-            if s is JobStatus.RUNNING
-        ]
+        found = await until_held(server, quick, 3)
+        held = [i for i, s in zip(quick, found, strict=True) if s is JobStatus.RUNNING]
         async with AsyncClient(server.url, keys.producer) as producer:
             await producer.cancel(held[0])
         await asyncio.sleep(2.5)  # more than two heartbeats: the worker has heard
