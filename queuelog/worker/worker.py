@@ -179,10 +179,14 @@ class Worker:
         while not stopping.is_set():
             # A job is held from its claim until its handler is over (its outcome may still
             # be on its way); at most as many more may wait for their outcome's answer.
-            held = self.concurrency + self._ahead()
+            ahead = self._ahead()
+            held = self.concurrency + ahead
             handling = sum(not a.handled for a in running.values())
             free = min(held - handling, 2 * held - len(running))
-            if free <= 0:
+            # Claiming ahead, a claim waits for a request's worth of free places (as many
+            # reports as one request carries), unless nothing is left to wait for.
+            batch = min(held, acks.batch) if ahead else 1
+            if free < batch and (free <= 0 or handling):
                 # Ready reports wait a moment for the claim of the next freed slot to carry
                 # them, then go on their own: their answers may be what frees a slot.
                 freed.clear()
@@ -205,10 +209,11 @@ class Worker:
             try:
                 if riders:
                     jobs: list[Job] | None = await self._claim_carrying(
-                        client, acks, riders, types, min(free, 100)
+                        client, acks, riders, types, min(free, batch if ahead else 100)
                     )
                 else:
-                    jobs = await self._claim(client, types, min(free, 100), wait=not busy)
+                    limit = min(free, batch if ahead else 100)
+                    jobs = await self._claim(client, types, limit, wait=not busy)
             except QueuelogError as exc:
                 busy = False
                 if not transient(exc):

@@ -154,3 +154,30 @@ def test_prefetch_must_not_be_negative() -> None:
     assert worker.prefetch == 24
     worker.prefetch = 0
     assert worker.prefetch == 0
+
+
+async def test_quick_jobs_go_many_to_a_request(
+    server: LiveServer, keys: Keys, job_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claiming ahead, a claim waits for as many free places as one request carries
+    reports: quick jobs cost a fraction of a request each, even at concurrency 2."""
+    requests = 0
+    for name in ("claim", "report", "report_and_claim"):
+        sent = getattr(AsyncClient, name)
+
+        async def counted(*args: Any, _sent: Any = sent, **kw: Any) -> Any:
+            nonlocal requests
+            requests += 1
+            return await _sent(*args, **kw)
+
+        monkeypatch.setattr(AsyncClient, name, counted)
+    n = 300
+    worker = Worker(server.url, keys.worker, concurrency=2, wait_seconds=1)
+    worker.handler(job_type)(Handler().run)
+    async with AsyncClient(server.url, keys.producer) as producer:
+        ids = [j.id for j in await producer.enqueue_many([{"type": job_type}] * n)]
+    async with working(worker):
+        jobs = await settled(server, ids)
+    assert {j.status for j in jobs} == {JobStatus.COMPLETED}
+    # Two requests a place at concurrency 2 without claiming ahead: n of them.
+    assert requests <= n / 5, requests
