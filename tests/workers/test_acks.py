@@ -52,9 +52,11 @@ def recording(monkeypatch: pytest.MonkeyPatch, lose_first_answer: bool = False) 
     return sent
 
 
-def held_worker(url: str, key: str, job_type: str) -> tuple[Worker, set[str], asyncio.Event]:
+def held_worker(
+    url: str, key: str, job_type: str, **kw: Any
+) -> tuple[Worker, set[str], asyncio.Event]:
     """A worker whose handlers all wait for `go`, then return their payload's n."""
-    worker = Worker(url, key, concurrency=4)
+    worker = Worker(url, key, concurrency=4, **kw)
     started: set[str] = set()
     go = asyncio.Event()
 
@@ -163,7 +165,8 @@ async def test_reports_ride_with_the_claim_for_the_places_they_freed(
         return answers, jobs
 
     monkeypatch.setattr(AsyncClient, "report_and_claim", spy)
-    worker, started, go = held_worker(server.url, keys.worker, job_type)
+    # One claim at a time (none ahead): no other claim takes the next jobs meanwhile.
+    worker, started, go = held_worker(server.url, keys.worker, job_type, prefetch=0)
     ids = await enqueue(server.url, keys.producer, job_type, 8)
     async with working(worker):
         await until(lambda: len(started) == 4)

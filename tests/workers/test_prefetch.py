@@ -148,10 +148,11 @@ async def test_a_job_cancelled_while_it_waits_for_a_slot_never_starts(
 def test_prefetch_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="prefetch"):
         Worker("http://127.0.0.1:1/graphql", "k", prefetch=-1)
+    # Enough for two requests of 15 reports each, and at least three times concurrency.
     worker = Worker("http://127.0.0.1:1/graphql", "k", concurrency=4)
-    assert worker.prefetch == 12
-    worker.concurrency = 8  # as `queuelog worker --concurrency 8` does
-    assert worker.prefetch == 24
+    assert worker.prefetch == 26
+    worker.concurrency = 16  # as `queuelog worker --concurrency 16` does
+    assert worker.prefetch == 48
     worker.prefetch = 0
     assert worker.prefetch == 0
 
