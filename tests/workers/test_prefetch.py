@@ -161,15 +161,22 @@ async def test_quick_jobs_go_many_to_a_request(
     server: LiveServer, keys: Keys, job_type: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Claiming ahead, a claim waits for as many free places as one request carries
-    reports: quick jobs cost a fraction of a request each, even at concurrency 2."""
-    requests = 0
+    reports, and a second claim goes while the first is on its way: quick jobs cost a
+    fraction of a request each, even at concurrency 2."""
+    requests = claiming = most_claiming = 0
     for name in ("claim", "report", "report_and_claim"):
         sent = getattr(AsyncClient, name)
 
-        async def counted(*args: Any, _sent: Any = sent, **kw: Any) -> Any:
-            nonlocal requests
+        async def counted(*args: Any, _sent: Any = sent, _name: str = name, **kw: Any) -> Any:
+            nonlocal requests, claiming, most_claiming
             requests += 1
-            return await _sent(*args, **kw)
+            claims = _name != "report"
+            claiming += claims
+            most_claiming = max(most_claiming, claiming)
+            try:
+                return await _sent(*args, **kw)
+            finally:
+                claiming -= claims
 
         monkeypatch.setattr(AsyncClient, name, counted)
     n = 300
@@ -182,3 +189,4 @@ async def test_quick_jobs_go_many_to_a_request(
     assert {j.status for j in jobs} == {JobStatus.COMPLETED}
     # Two requests a place at concurrency 2 without claiming ahead: n of them.
     assert requests <= n / 5, requests
+    assert most_claiming == 2
