@@ -1,7 +1,7 @@
 """docs/benchmarks.md and the claim-latency plot, from the results of one run (the
 measurements behind the design, written by hand, are in docs/performance.md). Section 6 and
-the Targets rows against the peers are report_peers.py's; section 9's table is
-bench_limits.py's."""
+the Targets rows against the peers are report_peers.py's; section 8's table is
+report_workers.py's; section 9's is bench_limits.py's."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 from bench import bench_limits
 from bench.report_dashboard import dashboard_section, dashboard_targets
 from bench.report_peers import num, peer_targets, peers_section, verdict
+from bench.report_workers import workers_section
 
 HTTP_ROWS = (
     ("typename", "`{ __typename }`"),
@@ -194,7 +195,7 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
         out += ["## 7. Under attack", "", *_attacks(attacked), ""]
     workers = {name: be[name]["workers"] for name in names if "workers" in be[name]}
     if workers:
-        out += ["## 8. Workers end to end", "", *_workers(workers), ""]
+        out += ["## 8. Workers end to end", "", *workers_section(workers), ""]
     limited = {name: be[name]["limits"] for name in names if "limits" in be[name]}
     if limited:
         out += ["## 9. Claim latency with job-type limits", "", *bench_limits.report(limited), ""]
@@ -220,40 +221,6 @@ def markdown(results: dict[str, Any], command: str, notes: list[str]) -> str:
             )
     out += ["", "## Notes on this run", "", *[f"- {n}" for n in notes], ""]
     return "\n".join(out)
-
-
-def _workers(workers: dict[str, Any]) -> list[str]:
-    """Real worker processes against a live server (bench/bench_workers.py)."""
-    out = [
-        "One `queuelog.worker.Worker` process with a no-op handler, proven up by a warm-up "
-        "job, while the jobs are enqueued in batches of 100 (`enqueueJobs`, concurrently); "
-        "timed from the first enqueue until `queueStats` counts the last COMPLETED. huey: "
-        "its consumer on `SqliteHuey` (fsync on) with thread workers and a no-op task, "
-        "timed from the first enqueue until the last task ran. Latency: one idle "
-        "long-polling worker, `time.time()` before `enqueueJob` to the handler's start. "
-        "Idle: the server's CPU while 200 `claimJob(waitSeconds)` wait on an empty type.",
-        "",
-        "| backend | jobs | workers | queuelog jobs/s | huey jobs/s | queuelog/huey |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, w in workers.items():
-        for k, rate in w["throughput"].items():
-            huey = w.get("huey", {}).get(k)
-            ratio = w.get("ratio", {}).get(k)
-            out.append(
-                f"| {name} | {num(w['jobs'])} | {k} | {num(rate)} | "
-                f"{num(huey) if huey else ''} | {f'{ratio:.2f}' if ratio else ''} |"
-            )
-    out.append("")
-    for name, w in workers.items():
-        lat, idle = w["latency"], w["idle"]
-        out.append(
-            f"- {name}: enqueue to start p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms "
-            f"({lat['samples']} jobs); {idle['claims']} waiting claims cost the server "
-            f"{idle['cpu_pct']:.1f} % of a core over {idle['seconds']:.0f} s "
-            f"({idle['waiting_at_end']} still waiting at the end)."
-        )
-    return out
 
 
 _SOCKET_FIELDS = ("rss_before_mib", "rss_during_mib", "rss_after_mib", "bystander", "seconds")
