@@ -14,28 +14,25 @@ from typing import Any
 import httpx
 import pytest
 
-from queuelog.events import claims
 from queuelog.runtime import Services
 from queuelog.service.models import Actor, Role
 from tests.inprocess import until
 from tests.support import LiveServer
 from tests.workers.conftest import Keys
+from tests.workers.longpoll import (
+    CLAIM_ONE,
+    CountedClaims,
+    answered,
+    client,
+    post,
+    stop,
+    waiting_claims,
+)
 
 ADMIN = Actor("admin", Role.ADMIN)
-CLAIM_ONE = """mutation($t: [String!], $w: Int) {
-  claimJob(types: $t, waitSeconds: $w) { job { id } userErrors { code } } }"""
 ENQUEUE = "mutation($t: String!) { enqueueJob(input: {type: $t}) { job { id } } }"
 JOB = """query($id: ID!) { job(id: $id) {
   status retryCount claimedAt events { previousStatus status } } }"""
-
-
-async def post(server: LiveServer, key: str, query: str, **variables: Any) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
-        response = await http.post(server.url, json={"query": query, "variables": variables})
-    body = response.json()
-    assert "errors" not in body, body
-    return dict(body["data"])
 
 
 async def abandoned_claim(server: LiveServer, key: str, job_type: str) -> asyncio.Task[Any]:
@@ -142,65 +139,6 @@ async def went_back(server: LiveServer, key: str, job_id: str, job_type: str) ->
     ]
     claimed = await post(server, key, CLAIM_ONE, t=[job_type], w=0)
     assert claimed["claimJob"] == {"job": {"id": job_id}, "userErrors": []}
-
-
-class CountedClaims:
-    """Counts the service's claim attempts; `taken` makes the next attempt find its job
-    claimed by someone else a moment before. Unless `handoff`, no enqueue claims for a
-    waiting claim: each is woken, and claims for itself."""
-
-    def __init__(
-        self, services: Services, monkeypatch: pytest.MonkeyPatch, handoff: bool = False
-    ) -> None:
-        self.count = 0
-        self.steal_next = False
-        self._claim = services.service.claim
-        monkeypatch.setattr(services.service, "claim", self.claim)
-        if not handoff:
-            monkeypatch.setattr(services.service.standing, "take", lambda types: [])
-        # Only a wake-up makes a waiter try again within these tests.
-        monkeypatch.setattr(claims, "RECHECK_SECONDS", 600.0)
-
-    async def claim(self, *args: Any, **kw: Any) -> Any:
-        self.count += 1
-        if self.steal_next:
-            self.steal_next = False
-            assert await self._claim(*args, **kw)  # another worker takes it first
-        return await self._claim(*args, **kw)
-
-    async def until(self, count: int) -> None:
-        for _ in range(600):
-            if self.count >= count:
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"{self.count} claims, not {count}")
-
-
-def waiting_claims(http: httpx.AsyncClient, url: str, job_type: str, n: int) -> list[Any]:
-    body = {"query": CLAIM_ONE, "variables": {"t": [job_type], "w": 30}}
-    return [asyncio.create_task(http.post(url, json=body)) for _ in range(n)]
-
-
-async def answered(waiting: list[asyncio.Task[Any]], n: int) -> list[Any]:
-    """The claimJob answers of the first `n` waiting claims to finish."""
-    done: set[asyncio.Task[Any]] = set()
-    while len(done) < n:
-        pending = [t for t in waiting if t not in done]
-        finished, _ = await asyncio.wait(pending, timeout=30, return_when=asyncio.FIRST_COMPLETED)
-        assert finished, "no waiting claim was answered"
-        done |= finished
-    return [t.result().json()["data"]["claimJob"] for t in done]
-
-
-async def stop(waiting: list[asyncio.Task[Any]]) -> None:
-    for task in waiting:
-        task.cancel()
-    await asyncio.gather(*waiting, return_exceptions=True)
-
-
-def client(key: str, n: int) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=n + 1)
-    return httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60, limits=limits)
 
 
 async def test_a_job_wakes_one_waiting_claim_not_all(
