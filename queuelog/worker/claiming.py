@@ -1,9 +1,10 @@
 """`ClaimLoop`: a worker's claims. It claims for the places its handlers free, carrying the
 reports of the jobs they finished, and starts an attempt for each job a claim brings.
 
-While handlers are quick and the worker claims ahead (`Worker.prefetch`), a claim waits for
-a request's worth of free places (as many reports as one request carries), and a second
-claim may be on its way while the first is: the server works on one while the worker runs
+While handlers are quick and the worker claims ahead (`Worker.prefetch`), a claim asks for
+at most a request's worth of jobs (as many reports as one request carries) and, while
+claims come back full, waits until that many places are free; a second claim may be on
+its way while the first is: the server works on one while the worker runs
 the jobs of the other. A claim that may wait on the server (long poll) is always alone.
 """
 
