@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from queuelog.tested_versions import unusable_because
+from queuelog.fences.versions import unusable_because
 
 log = logging.getLogger("queuelog.fences")
 

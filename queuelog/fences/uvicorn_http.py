@@ -12,7 +12,7 @@ neither the time a request takes to arrive nor how many connections are open. He
 - at most `max_connections` connections (HTTP and WebSocket) are open at once: one more is
   answered 503 and closed before anything of it is read.
 
-`queuelog.serving` uses it when QUEUELOG_BOUNDED_HTTP_PROTOCOL is on and `MISSING` is None
+`queuelog.edge.serving` uses it when QUEUELOG_BOUNDED_HTTP_PROTOCOL is on and `MISSING` is None
 and the installed versions are in `TESTED`.
 """
 

@@ -1,5 +1,5 @@
 """The domain: priorities, roles, the acting principal, and jobs as the service hands them
-out. Statuses and their transitions are `queuelog.lifecycle`'s."""
+out. Statuses and their transitions are `queuelog.domain.lifecycle`'s."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from queuelog.lifecycle import Status
+from queuelog.domain.lifecycle import Status
 
 __all__ = ["Actor", "ApiKey", "EnqueueRequest", "Job", "JobEvent", "Page", "Priority", "Role"]
 __all__ += ["Status"]
@@ -178,3 +178,16 @@ class ApiKey:
 
     def actor(self) -> Actor:
         return Actor(self.name, self.role, self.allowed_types, self.max_priority)
+
+
+PRODUCER_PREFIX = "schedule:"
+NAME_MAX = 100
+
+
+def producer_of(schedule: str) -> str:
+    return PRODUCER_PREFIX + schedule
+
+
+def schedule_of(producer: str) -> str | None:
+    """The schedule that enqueued a job of `producer`, if a schedule did."""
+    return producer[len(PRODUCER_PREFIX) :] if producer.startswith(PRODUCER_PREFIX) else None

@@ -10,7 +10,7 @@ import httpx
 import orjson
 
 from queuelog.config import Settings
-from queuelog.health import Readiness
+from queuelog.edge.health import Readiness
 from queuelog.runtime import open_services
 from queuelog.storage.db import Database
 from queuelog.storage.migrate import head_revision, migrate

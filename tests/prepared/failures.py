@@ -8,7 +8,7 @@ from typing import Any
 
 from graphql import GraphQLError
 
-from queuelog import graphql_types as types
+from queuelog.api.types import jobs as types
 from queuelog.auth.permissions import AdminOnly, Authenticated
 from queuelog.service.jobs import JobService
 from tests.prepared.documents import (
@@ -257,7 +257,7 @@ async def leaves_and_lists(run: Run, running: str) -> None:
 async def root_fields(run: Run) -> None:
     """A root field coming back null or not coercing."""
     post, patched = run.post, run.patched
-    from queuelog.resolvers import mutations, queries
+    from queuelog.api.resolvers import mutations, queries
 
     with patched(queries, "QueueStats", lambda **counts: None):
         await post("a null non-null root field", STATS, None, key="admin")

@@ -3,9 +3,9 @@ change different jobs, the job read as the resolvers read an id."""
 
 from __future__ import annotations
 
+from queuelog.api.fastpath.prepared import _apart
+from queuelog.api.schema import build_schema
 from queuelog.config import Settings
-from queuelog.schema.fastpath.prepared import _apart
-from queuelog.schema.schema import build_schema
 
 SCHEMA = build_schema(Settings(job_types=("email",)))
 

@@ -14,10 +14,10 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from queuelog import serving, websocket
 from queuelog.config import Settings
+from queuelog.edge import serving, websocket
 from queuelog.fences import strawberry_ws, uvicorn_http
-from queuelog.tested_versions import untested_versions
+from queuelog.fences.versions import untested_versions
 from tests.security.conftest import start
 from tests.security.http import send
 from tests.subscriptions.wsclient import PROTOCOL, WS, claim, complete, enqueue, ws
