@@ -18,7 +18,7 @@ log = logging.getLogger("queuelog.fences")
 
 
 def unavailable(
-    fence: str, missing: str | None, tested: Mapping[str, tuple[str, ...]]
+    fence: str, missing: str | None, tested: Mapping[str, str]
 ) -> str | None:
     """Why the fence `fence` cannot be used here (None: it can): `missing` is the failed
     import, if any. The reason is logged as one warning."""

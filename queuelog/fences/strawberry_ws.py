@@ -58,7 +58,7 @@ class Rules(Protocol):
 Context = Any
 
 # The versions the handlers below were tested with, by distribution.
-TESTED: Mapping[str, tuple[str, ...]] = {"strawberry-graphql": ("0.341.2",)}
+TESTED: Mapping[str, str] = {"strawberry-graphql": ">=0.341.2,<0.342"}
 
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):

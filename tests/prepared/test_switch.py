@@ -81,7 +81,7 @@ async def test_switched_off_everything_is_served_the_generic_way(
 async def test_an_untested_version_warns_once_and_serves_the_generic_way(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(compat, "TESTED", {**compat.TESTED, "strawberry-graphql": ("0.1.0",)})
+    monkeypatch.setattr(compat, "TESTED", {**compat.TESTED, "strawberry-graphql": "==0.1.0"})
     caplog.set_level(logging.WARNING, "queuelog.fastpath")
     assert _generic(build_schema(Settings()))
     assert _generic(build_schema(Settings()))

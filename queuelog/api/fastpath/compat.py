@@ -43,10 +43,7 @@ __all__ = [
 ]
 
 # The versions the fast path was tested with, by distribution.
-TESTED: Mapping[str, tuple[str, ...]] = {
-    "strawberry-graphql": ("0.341.2",),
-    "graphql-core": ("3.3.2",),
-}
+TESTED: Mapping[str, str] = {"strawberry-graphql": ">=0.341.2,<0.342", "graphql-core": ">=3.3.2,<3.4"}
 
 
 # -- what the fast path needs ----------------------------------------------------------------
