@@ -17,9 +17,7 @@ from queuelog.fences.versions import unusable_because
 log = logging.getLogger("queuelog.fences")
 
 
-def unavailable(
-    fence: str, missing: str | None, tested: Mapping[str, str]
-) -> str | None:
+def unavailable(fence: str, missing: str | None, tested: Mapping[str, str]) -> str | None:
     """Why the fence `fence` cannot be used here (None: it can): `missing` is the failed
     import, if any. The reason is logged as one warning."""
     reason = unusable_because(missing, tested)

@@ -42,8 +42,11 @@ __all__ = [
     "strawberry_schema_of",
 ]
 
-# The versions the fast path was tested with, by distribution.
-TESTED: Mapping[str, str] = {"strawberry-graphql": ">=0.341.2,<0.342", "graphql-core": ">=3.3.2,<3.4"}
+# The releases the fast path is tested with, by distribution (`make test-newest`).
+TESTED: Mapping[str, str] = {
+    "strawberry-graphql": ">=0.341.2,<0.342",
+    "graphql-core": ">=3.3.2,<3.4",
+}
 
 
 # -- what the fast path needs ----------------------------------------------------------------
