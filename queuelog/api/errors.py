@@ -13,6 +13,8 @@ import logging
 
 from graphql import GraphQLError, GraphQLSyntaxError
 
+from queuelog.domain.codes import ErrorCode
+
 log = logging.getLogger("queuelog.errors")
 
 
@@ -39,8 +41,8 @@ def client_code(error: GraphQLError) -> str:
     if isinstance(code, str):
         return code
     if isinstance(error, GraphQLSyntaxError):
-        return "GRAPHQL_PARSE_FAILED"
-    return "BAD_USER_INPUT"
+        return ErrorCode.GRAPHQL_PARSE_FAILED
+    return ErrorCode.BAD_USER_INPUT
 
 
 def log_errors(errors: list[GraphQLError], context: object) -> None:
@@ -70,5 +72,5 @@ def _masked(error: GraphQLError, context: object) -> GraphQLError:
         source=error.source,
         positions=error.positions,
         path=error.path,
-        extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": rid},
+        extensions={"code": ErrorCode.INTERNAL_SERVER_ERROR, "requestId": rid},
     )

@@ -21,6 +21,7 @@ from strawberry.types import StreamExecutionResult
 from queuelog.api.errors import client_code, mask
 from queuelog.api.fastpath.compat import graphql_schema
 from queuelog.api.limits import TOO_COMPLEX, QueryLimits, too_complex
+from queuelog.domain.codes import ErrorCode
 
 _NOTHING_TO_RUN = parse("{ __typename }")
 _SUGGESTION = re.compile(r"\s*Did you mean .*$", re.DOTALL)
@@ -38,7 +39,7 @@ def parse_document(query: str, max_tokens: int) -> DocumentNode:
             raise too_complex(
                 "maxTokens", "QUEUELOG_MAX_TOKENS", max_tokens + 1, max_tokens, "token count"
             ) from None
-        exc.extensions = {"code": "GRAPHQL_PARSE_FAILED"}
+        exc.extensions = {"code": ErrorCode.GRAPHQL_PARSE_FAILED}
         raise
     except RecursionError:
         raise GraphQLError(
@@ -63,7 +64,10 @@ def validate_document(
     for error in errors:
         error.original_error = None
         if not (error.extensions or {}).get("code"):
-            error.extensions = {**(error.extensions or {}), "code": "GRAPHQL_VALIDATION_FAILED"}
+            error.extensions = {
+                **(error.extensions or {}),
+                "code": ErrorCode.GRAPHQL_VALIDATION_FAILED,
+            }
     return errors
 
 
@@ -83,7 +87,7 @@ def missing_operation_name(
         return None
     return GraphQLError(
         "Must provide operation name if query contains multiple operations.",
-        extensions={"code": "BAD_USER_INPUT", "field": ["operationName"]},
+        extensions={"code": ErrorCode.BAD_USER_INPUT, "field": ["operationName"]},
     )
 
 

@@ -34,8 +34,9 @@ from graphql.validation import MaxIntrospectionDepthRule, NoSchemaIntrospectionC
 
 from queuelog.api.measures import Weights, operation_cost, query_depth
 from queuelog.config import Settings
+from queuelog.domain.codes import ErrorCode
 
-TOO_COMPLEX = "QUERY_TOO_COMPLEX"
+TOO_COMPLEX = ErrorCode.QUERY_TOO_COMPLEX
 UTF8_MAX = 4  # bytes a character may take in the response
 
 

@@ -62,13 +62,14 @@ from queuelog.api.types.queues import (
     ThroughputBucket,
 )
 from queuelog.auth.permissions import (
-    AdminOnly,
     Authenticated,
-    ProducerOrAdmin,
-    Readers,
-    WorkerOrAdmin,
+    MayEnqueue,
+    MayManage,
+    MayReadAll,
+    MayWork,
 )
 from queuelog.config import Settings
+from queuelog.domain.codes import ErrorCode
 
 if TYPE_CHECKING:
     from queuelog.api.fastpath.prepared import Commuting
@@ -115,11 +116,11 @@ class Query:
         description="Every configured job type the viewer may use or see, by name.",
     )
     api_keys: list[ApiKey] = strawberry.field(
-        resolver=queries.api_keys, permission_classes=[AdminOnly], description="Admin only."
+        resolver=queries.api_keys, permission_classes=[MayManage], description="Admin only."
     )
     schedules: list[Schedule] = strawberry.field(
         resolver=schedules.schedules,
-        permission_classes=[Readers],
+        permission_classes=[MayReadAll],
         description="Admin and viewer.",
     )
     throughput: list[ThroughputBucket] = strawberry.field(
@@ -145,35 +146,35 @@ COMMUTING_MUTATIONS = {name: _job_named for name in ("heartbeatJob", "completeJo
 @strawberry.type
 class Mutation:
     enqueue_job: EnqueueJobPayload = strawberry.mutation(
-        resolver=mutations.enqueue_job, permission_classes=[ProducerOrAdmin]
+        resolver=mutations.enqueue_job, permission_classes=[MayEnqueue]
     )
     enqueue_jobs: EnqueueJobsPayload = strawberry.mutation(
-        resolver=mutations.enqueue_jobs, permission_classes=[ProducerOrAdmin]
+        resolver=mutations.enqueue_jobs, permission_classes=[MayEnqueue]
     )
     claim_job: ClaimJobPayload = strawberry.mutation(
-        resolver=mutations.claim_job, permission_classes=[WorkerOrAdmin]
+        resolver=mutations.claim_job, permission_classes=[MayWork]
     )
     claim_jobs: ClaimJobsPayload = strawberry.mutation(
-        resolver=mutations.claim_jobs, permission_classes=[WorkerOrAdmin]
+        resolver=mutations.claim_jobs, permission_classes=[MayWork]
     )
     heartbeat_job: JobPayload = strawberry.mutation(
-        resolver=mutations.heartbeat_job, permission_classes=[WorkerOrAdmin]
+        resolver=mutations.heartbeat_job, permission_classes=[MayWork]
     )
     complete_job: JobPayload = strawberry.mutation(
-        resolver=mutations.complete_job, permission_classes=[WorkerOrAdmin]
+        resolver=mutations.complete_job, permission_classes=[MayWork]
     )
     fail_job: FailJobPayload = strawberry.mutation(
-        resolver=mutations.fail_job, permission_classes=[WorkerOrAdmin]
+        resolver=mutations.fail_job, permission_classes=[MayWork]
     )
     cancel_job: JobPayload = strawberry.mutation(
-        resolver=mutations.cancel_job, permission_classes=[ProducerOrAdmin]
+        resolver=mutations.cancel_job, permission_classes=[MayEnqueue]
     )
     retry_job: JobPayload = strawberry.mutation(
-        resolver=mutations.retry_job, permission_classes=[AdminOnly]
+        resolver=mutations.retry_job, permission_classes=[MayManage]
     )
     cancel_jobs: BulkJobsPayload = strawberry.mutation(
         resolver=mutations.cancel_jobs,
-        permission_classes=[ProducerOrAdmin],
+        permission_classes=[MayEnqueue],
         description=(
             "As cancelJob, for up to `limit` (1 to 10,000) PENDING or RUNNING jobs matching"
             " the filter that the caller may cancel."
@@ -181,47 +182,47 @@ class Mutation:
     )
     retry_jobs: BulkJobsPayload = strawberry.mutation(
         resolver=mutations.retry_jobs,
-        permission_classes=[AdminOnly],
+        permission_classes=[MayManage],
         description=(
             "Admin only. As retryJob, for up to `limit` (1 to 10,000) FAILED or CANCELLED"
             " jobs matching the filter."
         ),
     )
     create_api_key: CreateApiKeyPayload = strawberry.mutation(
-        resolver=mutations.create_api_key, permission_classes=[AdminOnly]
+        resolver=mutations.create_api_key, permission_classes=[MayManage]
     )
     revoke_api_key: bool = strawberry.mutation(
-        resolver=mutations.revoke_api_key, permission_classes=[AdminOnly]
+        resolver=mutations.revoke_api_key, permission_classes=[MayManage]
     )
     pause_job_type: JobTypePayload = strawberry.mutation(
         resolver=job_types.pause_job_type,
-        permission_classes=[AdminOnly],
+        permission_classes=[MayManage],
         description="Admin only. Claims skip the type on every replica until resumeJobType.",
     )
     resume_job_type: JobTypePayload = strawberry.mutation(
         resolver=job_types.resume_job_type,
-        permission_classes=[AdminOnly],
+        permission_classes=[MayManage],
         description="Admin only.",
     )
     set_job_type_limits: JobTypePayload = strawberry.mutation(
         resolver=job_types.set_job_type_limits,
-        permission_classes=[AdminOnly],
+        permission_classes=[MayManage],
         description="Admin only. Replaces the type's limits; every field left null removes "
         "that limit.",
     )
     upsert_schedule: SchedulePayload = strawberry.mutation(
         resolver=schedules.upsert_schedule,
-        permission_classes=[AdminOnly],
+        permission_classes=[MayManage],
         description="Admin only. Creates or replaces a schedule.",
     )
     delete_schedule: bool = strawberry.mutation(
         resolver=schedules.delete_schedule,
-        permission_classes=[AdminOnly],
+        permission_classes=[MayManage],
         description="Admin only. False when no schedule has that name.",
     )
     run_schedule_now: EnqueueJobPayload = strawberry.mutation(
         resolver=schedules.run_schedule_now,
-        permission_classes=[AdminOnly],
+        permission_classes=[MayManage],
         description="Admin only. Enqueues the schedule's job now, in addition to its due times.",
     )
 
@@ -306,7 +307,7 @@ class QueuelogSchema(strawberry.Schema):
                 f"execution took longer than {self.execution_timeout:g} s "
                 "(QUEUELOG_EXECUTION_TIMEOUT_SECONDS)"
             )
-            error = GraphQLError(message, extensions={"code": "EXECUTION_TIMEOUT"})
+            error = GraphQLError(message, extensions={"code": ErrorCode.EXECUTION_TIMEOUT})
             return ExecutionResult(data=None, errors=[error])
 
     async def stream(self, query: str | None, *args: Any, **kwargs: Any) -> Any:

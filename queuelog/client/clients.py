@@ -32,6 +32,7 @@ from queuelog.client.models import (
     UserError,
 )
 from queuelog.client.operations import Features, Operation
+from queuelog.domain.codes import http_code
 
 T = TypeVar("T")
 DEFAULT_URL = "http://127.0.0.1:8000/graphql"
@@ -59,7 +60,7 @@ def _data(response: httpx.Response) -> dict[str, Any]:
         body = orjson.loads(response.content)
     except orjson.JSONDecodeError:
         raise QueuelogError(
-            f"HTTP_{response.status_code}", response.text[:200] or "no GraphQL answer"
+            http_code(response.status_code), response.text[:200] or "no GraphQL answer"
         ) from None
     return ops.answer(body)
 

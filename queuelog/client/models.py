@@ -7,6 +7,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from queuelog.domain.codes import ClientCode
+
 
 class JobStatus(StrEnum):
     PENDING = "PENDING"
@@ -185,4 +187,4 @@ class ConnectionFailed(QueuelogError):
     """The server could not be reached, or answered with a server error; safe to retry."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("CONNECTION_FAILED", message)
+        super().__init__(ClientCode.CONNECTION_FAILED, message)

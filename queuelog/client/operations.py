@@ -17,6 +17,7 @@ from queuelog.client.models import (
     QueuelogError,
     UserError,
 )
+from queuelog.domain.codes import ClientCode
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -249,13 +250,13 @@ def fail(f: Features, job_id: str, error: str, retryable: bool) -> Operation[Fai
 def answer(body: Any) -> dict[str, Any]:
     """The `data` of a GraphQL response; its first top-level error raised with its code."""
     if not isinstance(body, dict):
-        raise QueuelogError("BAD_RESPONSE", f"not a GraphQL response: {body!r:.200}")
+        raise QueuelogError(ClientCode.BAD_RESPONSE, f"not a GraphQL response: {body!r:.200}")
     errors = body.get("errors")
     if errors:
         first = errors[0]
-        code = (first.get("extensions") or {}).get("code") or "GRAPHQL_ERROR"
+        code = (first.get("extensions") or {}).get("code") or ClientCode.GRAPHQL_ERROR
         raise QueuelogError(str(code), str(first.get("message", "")))
     data = body.get("data")
     if not isinstance(data, dict):
-        raise QueuelogError("BAD_RESPONSE", "a GraphQL response without data")
+        raise QueuelogError(ClientCode.BAD_RESPONSE, "a GraphQL response without data")
     return data

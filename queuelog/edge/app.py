@@ -46,6 +46,7 @@ from queuelog.auth.backend import (
 )
 from queuelog.auth.ratelimit import RateLimited, TokenBuckets
 from queuelog.config import Settings
+from queuelog.domain.codes import ErrorCode
 from queuelog.edge import dashboard
 from queuelog.edge.graphiql import ASSETS_PATH, GraphiQLAssets
 from queuelog.edge.graphiql import page as graphiql_page
@@ -131,12 +132,14 @@ class QueuelogGraphQL(SpecGraphQL):
         try:
             token = bearer(header if isinstance(header, str) else None)
             if token is None:
-                raise _refuse(NO_KEY, code="UNAUTHENTICATED")
+                raise _refuse(NO_KEY, code=ErrorCode.UNAUTHENTICATED)
             key = await self.auth.verify(token, client_address(context.request))
         except InvalidKey as exc:
-            raise _refuse(str(exc), code="UNAUTHENTICATED") from None
+            raise _refuse(str(exc), code=ErrorCode.UNAUTHENTICATED) from None
         except TooManyFailures as exc:
-            raise _refuse(str(exc), code="RATE_LIMITED", retryAfter=exc.retry_after) from None
+            raise _refuse(
+                str(exc), code=ErrorCode.RATE_LIMITED, retryAfter=exc.retry_after
+            ) from None
         context.actor = key.actor()
         keys, secret = self.services.keys, token
 
@@ -195,7 +198,7 @@ def _too_large(limit: int) -> Response:
             "errors": [
                 {
                     "message": f"request body over {limit} bytes",
-                    "extensions": {"code": "PAYLOAD_TOO_LARGE"},
+                    "extensions": {"code": ErrorCode.PAYLOAD_TOO_LARGE},
                 }
             ]
         },
@@ -226,7 +229,7 @@ def _auth_error(conn: HTTPConnection, exc: Exception) -> Response:
     challenge = f'Bearer realm="queuelog", error="invalid_token", error_description="{message}"'
     status = 401 if negotiate(accept) == GRAPHQL_RESPONSE else 200
     return error_response(
-        accept, status, message, "UNAUTHENTICATED", {"WWW-Authenticate": challenge}
+        accept, status, message, ErrorCode.UNAUTHENTICATED, {"WWW-Authenticate": challenge}
     )
 
 

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from queuelog.auth.backend import Principal
 from queuelog.auth.ratelimit import RateLimited, TokenBuckets
+from queuelog.domain.codes import ErrorCode
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 JSON = "application/json"
@@ -97,7 +98,7 @@ def rate_limited(
         accept,
         429,
         f"{what}; retry after {exc.retry_after:.2f} s",
-        "RATE_LIMITED",
+        ErrorCode.RATE_LIMITED,
         {"Retry-After": exc.header},
         retryAfter=round(exc.retry_after, 3),
     )

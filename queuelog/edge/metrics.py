@@ -32,9 +32,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from queuelog.auth.backend import Principal
+from queuelog.auth.permissions import refusal
+from queuelog.domain.codes import ErrorCode
 from queuelog.domain.lifecycle import Status
+from queuelog.domain.roles import Capability, may, who_may
 from queuelog.runtime import Services
-from queuelog.service.models import READERS, Job
+from queuelog.service.models import Job
 from queuelog.service.observer import Expired, JobObserver
 from queuelog.storage import counts as counts_sql
 from queuelog.storage import job_types as types_sql
@@ -243,9 +246,12 @@ class MetricsEndpoint:
         user = request.scope.get("user")
         if not self.services.settings.metrics_public:
             if not isinstance(user, Principal):
-                return _refused(401, "UNAUTHENTICATED", "an admin API key is required")
-            if user.actor.role not in READERS:
-                return _refused(403, "FORBIDDEN", "only an admin key may read the metrics")
+                needed = f"the metrics need {who_may(Capability.READ_ALL)}"
+                return _refused(401, ErrorCode.UNAUTHENTICATED, needed)
+            if not may(user.actor.role, Capability.READ_ALL):
+                return _refused(
+                    403, ErrorCode.FORBIDDEN, refusal(user.actor.role, Capability.READ_ALL)
+                )
         self.refresh_subscriptions()
         job_types = self.services.settings.job_types
         scraped = await self.services.db.read(read_scraped, job_types)

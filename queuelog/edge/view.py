@@ -30,6 +30,7 @@ from queuelog.api.fastpath.compat import InvalidOperationTypeError
 from queuelog.api.limits import response_too_large
 from queuelog.api.resolvers.context import Context
 from queuelog.api.schema import QueuelogSchema
+from queuelog.domain.codes import ErrorCode
 from queuelog.edge.http import GRAPHQL_RESPONSE, JSON, error_response, negotiate
 
 SUBSCRIPTIONS_OVER_WEBSOCKET = (
@@ -40,9 +41,13 @@ SUBSCRIPTIONS_OVER_WEBSOCKET = (
 _LONG_DIGITS = re.compile(r"\d{19}")
 _LONG_DIGIT_BYTES = re.compile(rb"\d{19}")
 UNSET: Any = strawberry.UNSET
-_HTTP_CODES = {405: "METHOD_NOT_ALLOWED", 406: "NOT_ACCEPTABLE", 415: "UNSUPPORTED_MEDIA_TYPE"}
+_HTTP_CODES = {
+    405: ErrorCode.METHOD_NOT_ALLOWED,
+    406: ErrorCode.NOT_ACCEPTABLE,
+    415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+}
 # Request errors (no `data`) whose status is not 400.
-_STATUS_BY_CODE = {"EXECUTION_TIMEOUT": 503, "INTERNAL_SERVER_ERROR": 500}
+_STATUS_BY_CODE = {ErrorCode.EXECUTION_TIMEOUT: 503, ErrorCode.INTERNAL_SERVER_ERROR: 500}
 
 
 def _plain_json(content_type: str | None) -> bool:
@@ -92,7 +97,7 @@ class SpecGraphQL(GraphQL[Context, None]):
                 request.headers.get("accept"),
                 e.status_code,
                 e.reason,
-                _HTTP_CODES.get(e.status_code, "BAD_REQUEST"),
+                _HTTP_CODES.get(e.status_code, ErrorCode.BAD_REQUEST),
                 {"Allow": "POST"} if e.status_code == 405 else None,
             )
         await response(scope, receive, send)  # type: ignore[operator]

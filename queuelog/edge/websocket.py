@@ -31,6 +31,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from queuelog import fences
 from queuelog.api.resolvers.context import Context
 from queuelog.auth.permissions import unauthenticated
+from queuelog.domain.codes import ErrorCode
 from queuelog.events.sessions import KeyRevoked
 
 log = logging.getLogger("queuelog.edge.websocket")
@@ -83,7 +84,7 @@ def message_problem(message: object, known: Mapping[str, tuple[bool, str | None]
 
 
 def bad_request(message: str) -> GraphQLError:
-    return GraphQLError(message, extensions={"code": "BAD_REQUEST"})
+    return GraphQLError(message, extensions={"code": ErrorCode.BAD_REQUEST})
 
 
 async def refusal(
@@ -106,7 +107,9 @@ async def refusal(
 
 def server_fault(error: Exception) -> GraphQLError:
     log.error("unexpected error in a WebSocket operation", exc_info=error)
-    return GraphQLError("Internal server error", extensions={"code": "INTERNAL_SERVER_ERROR"})
+    return GraphQLError(
+        "Internal server error", extensions={"code": ErrorCode.INTERNAL_SERVER_ERROR}
+    )
 
 
 def rejection_reason(error: ConnectionRejectionError) -> str:

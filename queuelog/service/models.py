@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from queuelog.domain.lifecycle import Status
+from queuelog.domain.roles import MAY, Capability, Role
 
 __all__ = ["Actor", "ApiKey", "EnqueueRequest", "Job", "JobEvent", "Page", "Priority", "Role"]
 __all__ += ["Status"]
@@ -28,15 +29,8 @@ _STATUSES = {s.value: s for s in Status}
 _PRIORITIES = {p.value: p for p in Priority}
 
 
-class Role(enum.Enum):
-    PRODUCER = "producer"
-    WORKER = "worker"
-    ADMIN = "admin"
-    VIEWER = "viewer"  # reads what an admin reads, changes nothing
-
-
-# The roles that may read everything (metrics, schedules): admin, and viewer where it exists.
-READERS = frozenset(r for r in Role if r.value in ("admin", "viewer"))
+# The roles that may read everything (metrics, schedules): `domain.roles` says which.
+READERS = frozenset(MAY[Capability.READ_ALL])
 
 
 @dataclass(frozen=True, slots=True)

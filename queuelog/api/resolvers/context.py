@@ -15,6 +15,7 @@ from starlette.websockets import WebSocket
 from queuelog.auth.keys import KeyStore
 from queuelog.auth.permissions import unauthenticated
 from queuelog.auth.ratelimit import TokenBuckets
+from queuelog.domain.codes import ErrorCode
 from queuelog.events.feed import EventFeed
 from queuelog.events.sessions import Session
 from queuelog.service.errors import ValidationFailed
@@ -35,7 +36,7 @@ def refusing_bad_input() -> Iterator[None]:
 
 
 def bad_input(message: str, field: list[str] | None = None) -> GraphQLError:
-    extensions: dict[str, Any] = {"code": "BAD_USER_INPUT"}
+    extensions: dict[str, Any] = {"code": ErrorCode.BAD_USER_INPUT}
     if field:
         extensions["field"] = field
     return GraphQLError(message, extensions=extensions)

@@ -8,6 +8,7 @@ from graphql import GraphQLError
 
 from queuelog.api.resolvers.context import Context, refusing_bad_input
 from queuelog.api.types.jobs import Job, JobEvent
+from queuelog.domain.codes import ErrorCode
 
 Info = strawberry.Info[Context, None]
 
@@ -28,6 +29,6 @@ async def event_job(root: JobEvent, info: Info) -> Job:
         raise GraphQLError(
             f"job {root.job_id} can no longer be shown to you: it was pruned, or another "
             "worker holds it now",
-            extensions={"code": "NOT_FOUND"},
+            extensions={"code": ErrorCode.NOT_FOUND},
         )
     return Job.of(job)

@@ -11,6 +11,7 @@ from queuelog.api.resolvers.context import Context, bad_input, refusing_bad_inpu
 from queuelog.api.resolvers.queries import parse_id
 from queuelog.api.types.jobs import JobEvent, JobProgress, JobStatus
 from queuelog.auth.permissions import unauthenticated
+from queuelog.domain.codes import ErrorCode
 from queuelog.events.feed import CursorAhead, CursorExpired, Interest, KeyRevoked
 from queuelog.events.progress import progress_watch
 from queuelog.service import validation
@@ -55,7 +56,7 @@ async def job_status_changed(
     except CursorExpired as exc:
         raise GraphQLError(
             f"{exc}; read the job's current state and subscribe again without `after`",
-            extensions={"code": "CURSOR_EXPIRED", "field": ["after"]},
+            extensions={"code": ErrorCode.CURSOR_EXPIRED, "field": ["after"]},
         ) from None
     except KeyRevoked as exc:
         ctx.actor = None

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import strawberry
 from strawberry.scalars import JSON
 
+from queuelog.domain import codes
+from queuelog.domain.codes import USER_ERROR_DESCRIPTIONS
 from queuelog.service import models
 from queuelog.service.errors import DomainError
 from queuelog.service.models import schedule_of
@@ -25,19 +28,25 @@ strawberry.enum(
 strawberry.enum(Role, name="Role")
 
 
-@strawberry.enum
-class UserErrorCode(enum.Enum):
-    VALIDATION_FAILED = "VALIDATION_FAILED"
-    JOB_TYPE_NOT_ALLOWED = "JOB_TYPE_NOT_ALLOWED"
-    PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
-    PRIORITY_NOT_ALLOWED = "PRIORITY_NOT_ALLOWED"
-    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
-    NOT_FOUND = "NOT_FOUND"
-    INVALID_STATE = "INVALID_STATE"
-    NOT_JOB_OWNER = "NOT_JOB_OWNER"
-    NAME_TAKEN = "NAME_TAKEN"
-    INVALID_SCHEDULE = strawberry.enum_value(
-        "INVALID_SCHEDULE", description="The cron expression or time zone does not parse."
+# The contract's enum, made from the catalogue with its descriptions (for type checkers, the
+# catalogue's own enum: the members and values are the same).
+if TYPE_CHECKING:
+    UserErrorCode = codes.UserErrorCode
+else:
+    UserErrorCode = strawberry.enum(
+        enum.Enum(
+            "UserErrorCode",
+            [
+                (
+                    code.name,
+                    strawberry.enum_value(code.value, description=USER_ERROR_DESCRIPTIONS[code])
+                    if code in USER_ERROR_DESCRIPTIONS
+                    else code.value,
+                )
+                for code in codes.UserErrorCode
+            ],
+        ),
+        name="UserErrorCode",
     )
 
 
