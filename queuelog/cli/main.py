@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import signal
-import socket
 import sys
 from collections.abc import Sequence
 from types import FrameType
@@ -21,7 +19,6 @@ from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.migrate import migrate
 
 ADMIN_NAME = "admin"
-GC_YOUNG_THRESHOLD = 10_000  # allocations between young collections (CPython: 700)
 
 
 def _services() -> Services:
@@ -52,35 +49,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = Settings()
     # The app's lifespan migrates these services' database and then makes the first admin
     # key, in the server's own event loop, before it takes a request.
-    app = create_app(settings, open_services(settings), before_serving=_ensure_admin)
+    app = create_app(
+        settings, open_services(settings), before_serving=_ensure_admin, settle_heap=True
+    )
     print(f"queuelog on http://{args.host}:{args.port}/graphql", flush=True)
-
-    class Server(uvicorn.Server):
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets)
-            _settle_heap()
-
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            # Complete every open subscription before uvicorn closes the connections.
-            await app.state.services.feed.finish()
-            await super().shutdown(sockets)
 
     config = uvicorn_config(app, settings, args.host, args.port, args.log_level)
     # uvicorn re-raises the signal that stopped it once it has shut down gracefully, which
     # would end the process "killed by SIGTERM"; a graceful stop is a success: exit 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _stopped)
-    Server(config).run()
+    # On SIGTERM uvicorn closes each WebSocket with 1012 (service restart), which
+    # graphql-ws, Apollo and urql clients answer by reconnecting and resubscribing.
+    uvicorn.Server(config).run()
     return 0
-
-
-def _settle_heap() -> None:
-    """Exempt everything alive once the server is up (modules, the schema, the pools) from
-    the garbage collector, and collect the young generation less often: full collections
-    walked that whole heap and were the slowest requests' pauses."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)
 
 
 def _stopped(sig: int, frame: FrameType | None) -> None:
