@@ -19,9 +19,9 @@ from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.types import StreamExecutionResult
 
 from queuelog.api.errors import client_code, mask
-from queuelog.api.fastpath.compat import graphql_schema
 from queuelog.api.limits import TOO_COMPLEX, QueryLimits, too_complex
 from queuelog.domain.codes import ErrorCode
+from queuelog.fences.graphql_core import graphql_schema
 
 _NOTHING_TO_RUN = parse("{ __typename }")
 _SUGGESTION = re.compile(r"\s*Did you mean .*$", re.DOTALL)

@@ -27,7 +27,6 @@ from queuelog.api.extension import (
     parse_document,
     validate_document,
 )
-from queuelog.api.fastpath.compat import graphql_schema
 from queuelog.api.limits import QueryLimits
 from queuelog.api.resolvers import (
     fields,
@@ -70,6 +69,7 @@ from queuelog.auth.permissions import (
 )
 from queuelog.config import Settings
 from queuelog.domain.codes import ErrorCode
+from queuelog.fences.graphql_core import graphql_schema
 
 if TYPE_CHECKING:
     from queuelog.api.fastpath.prepared import Commuting

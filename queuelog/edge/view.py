@@ -26,12 +26,12 @@ from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from queuelog.api.fastpath.compat import InvalidOperationTypeError
 from queuelog.api.limits import response_too_large
 from queuelog.api.resolvers.context import Context
 from queuelog.api.schema import QueuelogSchema
 from queuelog.domain.codes import ErrorCode
 from queuelog.edge.http import GRAPHQL_RESPONSE, JSON, error_response, negotiate
+from queuelog.fences.graphql_core import InvalidOperationTypeError
 
 SUBSCRIPTIONS_OVER_WEBSOCKET = (
     "subscriptions are served over WebSocket only: connect to this URL with the "

@@ -9,9 +9,9 @@ import logging
 import pytest
 
 from queuelog.api.extension import parse_document, validate_document
-from queuelog.api.fastpath.compat import graphql_schema
 from queuelog.api.schema import build_schema
 from queuelog.config import Settings
+from queuelog.fences.graphql_core import graphql_schema
 
 DOCUMENTS = [
     "{ viewer { name role } }",

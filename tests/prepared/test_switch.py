@@ -14,11 +14,11 @@ import httpx
 import pytest
 
 from queuelog.api import fastpath
-from queuelog.api.fastpath import compat
 from queuelog.api.fastpath.prepared import PreparedOperations
 from queuelog.api.schema import QueuelogSchema, build_schema
 from queuelog.config import Settings
 from queuelog.edge.app import create_app
+from queuelog.fences import graphql_core as compat
 from queuelog.fences.versions import untested_versions
 from queuelog.service.models import Role
 

@@ -1,8 +1,8 @@
 """The fast path: prepared operations (a short way through execution for the documents
 clients send again and again), shared subscription results, and inputs built straight from
 graphql-core's values. Behind QUEUELOG_PREPARED_OPERATIONS and the check of the names and
-versions `compat` lists (`queuelog.fences.versions`): when either says no, everything is
-served through strawberry's generic path.
+versions `queuelog.fences.graphql_core` lists (`queuelog.fences.versions`): when either
+says no, everything is served through strawberry's generic path.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ log = logging.getLogger("queuelog.fastpath")
 @functools.cache
 def _unavailable() -> str | None:
     """Why this process cannot have the fast path (None: it can), logged once."""
-    from queuelog.api.fastpath import compat
+    from queuelog.fences import graphql_core as compat
 
     reason = unusable_because(compat.FAST_PATH_MISSING, compat.TESTED)
     if reason is None:

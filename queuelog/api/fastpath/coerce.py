@@ -25,7 +25,7 @@ from graphql.execution import VariableValues, get_variable_values
 from graphql.pyutils import Undefined, is_iterable
 from graphql.type import is_leaf_type, is_required_input_field
 
-from queuelog.api.fastpath.compat import (
+from queuelog.fences.graphql_core import (
     MAX_NESTING_DEPTH,
     VariableValueSource,
     coerce_default_value,

@@ -28,7 +28,7 @@ from graphql import (
 )
 from graphql.pyutils import Path, Undefined, is_iterable
 
-from queuelog.api.fastpath.compat import complete_leaf_value
+from queuelog.fences.graphql_core import complete_leaf_value
 
 # A completer turns a resolved value into its response value: (value, path, errors).
 Complete = Callable[[Any, Path, list[GraphQLError]], Any]

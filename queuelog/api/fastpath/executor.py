@@ -12,13 +12,13 @@ from typing import Any
 import orjson
 from graphql import ExecutionResult, GraphQLObjectType, OperationDefinitionNode, OperationType
 
-from queuelog.api.fastpath.compat import (
+from queuelog.api.types.jobs import JobEvent
+from queuelog.fences.graphql_core import (
     CollectedFields,
     FieldDetailsList,
     StrawberryGraphQLCoreExecutionContext,
     strawberry_schema_of,
 )
-from queuelog.api.types.jobs import JobEvent
 
 # Who computes the same result for an event: the operation (by identity: the document is
 # parsed once and shared), its variables, and the actor.

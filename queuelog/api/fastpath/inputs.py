@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queuelog.api.fastpath.compat import build_input_with
 from queuelog.api.types.jobs import EnqueueJobInput
+from queuelog.fences.graphql_core import build_input_with
 
 
 def _from_coerced_leaves(cls: type) -> None:

@@ -9,7 +9,7 @@ Two kinds:
   moves it.
 
 A new release of either library: run the tests (they run the API with the path on and
-off, and `tests/prepared` holds the two paths to the same answers), then add the version.
+off, and `tests/prepared` holds the two paths to the same answers), then widen `TESTED`.
 """
 
 from __future__ import annotations
