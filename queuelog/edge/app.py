@@ -321,7 +321,7 @@ def create_app(
     # middlewares below in order, outermost first.
     routes: list[BaseRoute] = [
         Route("/healthz", healthz),
-        Route("/readyz", Readiness(s.db).respond),
+        Route("/readyz", Readiness(s.db, settings).respond),
         Route("/metrics", metrics.respond),
         Route("/graphql", graphql, methods=["GET", "POST"]),
         WebSocketRoute("/graphql", graphql),
