@@ -59,7 +59,7 @@ KEYS_CHANNEL = "queuelog_keys"  # PostgreSQL: a key was revoked; replicas drop c
 TYPES_CHANNEL = "queuelog_types"  # PostgreSQL: a job type's pause or limits changed
 
 
-def free_type(name: str) -> str:
+def free_type_sql(name: str) -> str:
     """SQL true when the job type `name` (an expression) is neither paused nor limited: the
     one-statement claim takes only those (`storage.job_types` claims the limited ones). A
     probe of job_types' primary key, once per type asked for."""

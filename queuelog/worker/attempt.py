@@ -26,10 +26,6 @@ Handler = Callable[[RunningJob], Any]
 PROGRESS_INTERVAL = 0.2  # the earliest a reported progress goes out after the last heartbeat
 
 
-class Stopped(Exception):
-    """Why an attempt ends without the handler's own outcome."""
-
-
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What the worker reports: complete with `result`, or fail with `error`."""

@@ -38,7 +38,7 @@ class NotPreparable(Exception):
     """The operation uses something only the generic executor does."""
 
 
-class Null(Exception):
+class NullPropagates(Exception):
     """An error at a non-null position: its null moves up to the nearest nullable one."""
 
     def __init__(self, error: GraphQLError) -> None:
@@ -48,13 +48,13 @@ class Null(Exception):
 def handled(raw: Exception, nodes: list[FieldNode], path: Path, non_null: bool) -> GraphQLError:
     """graphql-core's handle_field_error: the error located at `path`, raised on as a null
     to propagate when the position is non-null, returned to be recorded otherwise."""
-    if isinstance(raw, Null):
+    if isinstance(raw, NullPropagates):
         if non_null:
             raise raw
         return raw.error
     error = located_error(raw, nodes, path.as_list())
     if non_null:
-        raise Null(error) from None
+        raise NullPropagates(error) from None
     return error
 
 

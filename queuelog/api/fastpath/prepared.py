@@ -67,7 +67,7 @@ from queuelog.api.fastpath.complete import (
     Compiler,
     Complete,
     NotPreparable,
-    Null,
+    NullPropagates,
     handled,
     typename,
 )
@@ -158,7 +158,7 @@ class Prepared:
         self.roots = roots
         mutation = operation.operation is OperationType.MUTATION
         self.commuting: Commuting = (commuting or {}) if mutation else {}
-        self.runs = _runs(roots, self.commuting)
+        self.runs = _commuting_groups(roots, self.commuting)
 
     async def execute(self, context: Any, variables: dict[str, Any] | None) -> Outcome | None:
         """The operation's data and field errors (not yet logged or masked), or None when
@@ -173,7 +173,7 @@ class Prepared:
         typename = self.root_type.name
         try:
             for run in self.runs:
-                args = _apart(run, self.commuting, coerced)
+                args = _independent_arguments(run, self.commuting, coerced)
                 if args is not None:
                     await self._resolve_together(run, args, context, coerced, tracked, data, errors)
                     continue
@@ -189,7 +189,7 @@ class Prepared:
                     except Exception as raw:
                         errors.append(handled(raw, root.nodes, path, root.non_null))
                         data[root.key] = None
-        except Null as null:  # a non-null root field: the whole data is null
+        except NullPropagates as null:  # a non-null root field: the whole data is null
             errors.append(null.error)
             return Outcome(None, errors)
         finally:
@@ -278,7 +278,7 @@ def _arguments(root: _Root, variables: Any) -> dict[str, Any]:
     return get_argument_values(field, node, variables) if field.args or node.arguments else {}
 
 
-def _runs(roots: list[_Root], commuting: Commuting) -> list[tuple[_Root, ...]]:
+def _commuting_groups(roots: list[_Root], commuting: Commuting) -> list[tuple[_Root, ...]]:
     """The roots in document order, consecutive commuting fields grouped: each group is a
     candidate to run together, every other root a group of its own."""
     runs: list[tuple[_Root, ...]] = []
@@ -290,7 +290,7 @@ def _runs(roots: list[_Root], commuting: Commuting) -> list[tuple[_Root, ...]]:
     return runs
 
 
-def _apart(
+def _independent_arguments(
     run: tuple[_Root, ...], commuting: Commuting, variables: Any
 ) -> list[dict[str, Any]] | None:
     """The arguments of a commuting run's fields when they change different jobs (then they

@@ -27,7 +27,7 @@ from queuelog.storage.dialect import (
     TIME_NAMES,
     CompareAndSet,
     Dialect,
-    free_type,
+    free_type_sql,
 )
 from queuelog.storage.tables import JsonText, UTCDateTime, jobs
 
@@ -57,11 +57,11 @@ _DUE = (
 )
 _PICK_TYPES = (
     "SELECT pick.id FROM (SELECT name FROM unnest(?::text[]) AS asked(name)"
-    f" WHERE {free_type('asked.name')}) AS asked CROSS JOIN LATERAL"
+    f" WHERE {free_type_sql('asked.name')}) AS asked CROSS JOIN LATERAL"
     f" (SELECT id, priority, run_at {_DUE.format(asked='asked.name', free='')}) AS pick"
     " ORDER BY pick.priority DESC, pick.run_at, pick.id LIMIT ?"
 )
-_PICK_ONE_TYPE = f"SELECT id {_DUE.format(asked='?', free=' AND ' + free_type('?'))}"
+_PICK_ONE_TYPE = f"SELECT id {_DUE.format(asked='?', free=' AND ' + free_type_sql('?'))}"
 _LEASE_BY_TYPE = "lease_expires_at = (?::json ->> type)::timestamptz"
 
 

@@ -29,7 +29,7 @@ from queuelog.storage.dialect import (
     TIME_AT,
     Dialect,
     JobRow,
-    free_type,
+    free_type_sql,
 )
 from queuelog.storage.filters import json_contains
 from queuelog.storage.tables import UTCDateTime, jobs
@@ -48,7 +48,7 @@ _DUE = (
 
 # The type asked for, or NULL when it is paused or limited: the index range is then empty
 # (as a condition beside `type = ?`, SQLite would test it on every row of the range).
-_FREE_TYPE = f"(SELECT ? WHERE {free_type('?')})"
+_FREE_TYPE = f"(SELECT ? WHERE {free_type_sql('?')})"
 
 # The SQL function `payload_contains` calls; each connection registers it (`storage.engines`).
 JSON_CONTAINS = "queuelog_json_contains"  # the name `payload_contains` spells
@@ -93,7 +93,7 @@ class SQLiteDialect(Dialect):
     CLAIM_TYPES = (
         f"{_SET_CLAIMED} lease_expires_at = (SELECT value FROM json_each(?) WHERE key = jobs.type)"
         " WHERE id IN (SELECT pick.id FROM (SELECT value AS name FROM json_each(?)"
-        f" WHERE {free_type('value')}) AS asked"
+        f" WHERE {free_type_sql('value')}) AS asked"
         f" CROSS JOIN jobs AS pick WHERE pick.id IN ({_DUE.format(asked='asked.name')})"
         f" ORDER BY pick.priority DESC, pick.run_at, pick.id LIMIT ?) {RETURNING}"
     )
