@@ -20,6 +20,7 @@ import orjson
 from queuelog.client import operations as ops
 from queuelog.client import reports, stream
 from queuelog.client.models import (
+    BadResponse,
     ConnectionFailed,
     Failed,
     Job,
@@ -58,10 +59,34 @@ def _data(response: httpx.Response) -> dict[str, Any]:
     try:
         body = orjson.loads(response.content)
     except orjson.JSONDecodeError:
+        if response.is_success:  # a success with no JSON in it: the server's fault
+            raise BadResponse(f"HTTP {response.status_code} without a JSON body") from None
         raise QueuelogError(
             f"HTTP_{response.status_code}", response.text[:200] or "no GraphQL answer"
         ) from None
     return ops.answer(body)
+
+
+# What reading an answer that lacks the fields asked for, or holds values of the wrong
+# kind, raises.
+_MALFORMED = (KeyError, IndexError, TypeError, ValueError, AttributeError)
+
+
+def _features(data: dict[str, Any]) -> Features:
+    try:
+        return Features.of(data)
+    except _MALFORMED as exc:
+        raise BadResponse(f"a malformed answer: {type(exc).__name__}: {exc!s:.200}") from None
+
+
+def _parsed(op: Operation[T], data: dict[str, Any]) -> T:
+    """`op`'s answer read from `data`; BadResponse when it is not what was asked for."""
+    try:
+        return op.parse(data)
+    except QueuelogError:
+        raise
+    except _MALFORMED as exc:
+        raise BadResponse(f"a malformed answer: {type(exc).__name__}: {exc!s:.200}") from None
 
 
 class AsyncClient:
@@ -106,7 +131,7 @@ class AsyncClient:
         introspection is off), what this package's server offers."""
         if self._features is None:
             try:
-                self._features = Features.of(await self.execute(ops.FEATURES))
+                self._features = _features(await self.execute(ops.FEATURES))
             except ConnectionFailed:
                 raise
             except QueuelogError:
@@ -117,7 +142,7 @@ class AsyncClient:
         self, build: Callable[[Features], Operation[T]], http_timeout: float | None = None
     ) -> T:
         op = build(await self.features())
-        return op.parse(await self.execute(op.query, op.variables, http_timeout=http_timeout))
+        return _parsed(op, await self.execute(op.query, op.variables, http_timeout=http_timeout))
 
     # -- producers and readers ---------------------------------------------------------
 
@@ -307,7 +332,7 @@ class Client:
         """As AsyncClient.features."""
         if self._features is None:
             try:
-                self._features = Features.of(self.execute(ops.FEATURES))
+                self._features = _features(self.execute(ops.FEATURES))
             except ConnectionFailed:
                 raise
             except QueuelogError:
@@ -316,7 +341,7 @@ class Client:
 
     def _run(self, build: Callable[[Features], Operation[T]]) -> T:
         op = build(self.features())
-        return op.parse(self.execute(op.query, op.variables))
+        return _parsed(op, self.execute(op.query, op.variables))
 
     def enqueue(
         self,

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
 from queuelog.client.models import (
+    BadResponse,
     Failed,
     Job,
     JobPage,
@@ -249,13 +250,16 @@ def fail(f: Features, job_id: str, error: str, retryable: bool) -> Operation[Fai
 def answer(body: Any) -> dict[str, Any]:
     """The `data` of a GraphQL response; its first top-level error raised with its code."""
     if not isinstance(body, dict):
-        raise QueuelogError("BAD_RESPONSE", f"not a GraphQL response: {body!r:.200}")
+        raise BadResponse(f"not a GraphQL response: {body!r:.200}")
     errors = body.get("errors")
     if errors:
-        first = errors[0]
-        code = (first.get("extensions") or {}).get("code") or "GRAPHQL_ERROR"
+        first = errors[0] if isinstance(errors, list) else None
+        extensions = first.get("extensions") if isinstance(first, dict) else None
+        if not isinstance(first, dict) or not isinstance(extensions, dict | None):
+            raise BadResponse(f"not a GraphQL error: {errors!r:.200}")
+        code = (extensions or {}).get("code") or "GRAPHQL_ERROR"
         raise QueuelogError(str(code), str(first.get("message", "")))
     data = body.get("data")
     if not isinstance(data, dict):
-        raise QueuelogError("BAD_RESPONSE", "a GraphQL response without data")
+        raise BadResponse("a GraphQL response without data")
     return data

@@ -173,7 +173,12 @@ class ClaimLoop:
         self.busy, self.full = bool(jobs), len(jobs) == limit
         self.errors.reset()
         received = time.monotonic()
+        held = {a.job.id for a in self.running.values()}
         for job in jobs:
+            if job.id in held:  # a faulty server handed it twice: it runs once
+                log.warning("job %s came in a claim while this worker holds it", job.id)
+                continue
+            held.add(job.id)
             attempt = self.worker.attempt(self.client, self.acks, job, received, self)
             task = asyncio.create_task(attempt.run())
             self.running[task] = attempt

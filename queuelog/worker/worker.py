@@ -23,10 +23,21 @@ from queuelog.client.reports import SETTLE_BATCH
 from queuelog.worker.acks import Acks
 from queuelog.worker.attempt import Attempt, Handler
 from queuelog.worker.claiming import ClaimLoop
+from queuelog.worker.job import RunningJob
 
 log = logging.getLogger("queuelog.worker")
 QUICK_HANDLER = 0.05  # seconds: handlers quicker than this on average get jobs claimed ahead
 QUICK_WEIGHT = 0.2  # the weight of the latest handler's time in that average
+
+
+class NoHandler(Exception):
+    """A claim brought a job of a type this worker has no handler for (a faulty server)."""
+
+
+async def _no_handler(job: RunningJob) -> None:
+    """The handler of a job of a type the worker did not claim: it fails, retryable, so
+    that a worker with its handler may run it."""
+    raise NoHandler(f"this worker has no handler for the job type {job.type!r}")
 
 
 class Worker:
@@ -165,7 +176,7 @@ class Worker:
     def attempt(
         self, client: AsyncClient, acks: Acks, job: Job, received: float, claims: ClaimLoop
     ) -> Attempt:
-        handler, timeout = self.handlers[job.type]
+        handler, timeout = self.handlers.get(job.type, (_no_handler, None))
         return Attempt(
             client,
             acks,
