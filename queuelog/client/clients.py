@@ -67,28 +67,6 @@ def _data(response: httpx.Response) -> dict[str, Any]:
     return ops.answer(body)
 
 
-# What reading an answer that lacks the fields asked for, or holds values of the wrong
-# kind, raises.
-_MALFORMED = (KeyError, IndexError, TypeError, ValueError, AttributeError)
-
-
-def _features(data: dict[str, Any]) -> Features:
-    try:
-        return Features.of(data)
-    except _MALFORMED as exc:
-        raise BadResponse(f"a malformed answer: {type(exc).__name__}: {exc!s:.200}") from None
-
-
-def _parsed(op: Operation[T], data: dict[str, Any]) -> T:
-    """`op`'s answer read from `data`; BadResponse when it is not what was asked for."""
-    try:
-        return op.parse(data)
-    except QueuelogError:
-        raise
-    except _MALFORMED as exc:
-        raise BadResponse(f"a malformed answer: {type(exc).__name__}: {exc!s:.200}") from None
-
-
 class AsyncClient:
     """queuelog's API for asyncio code. Use as `async with AsyncClient() as client:`."""
 
@@ -131,7 +109,7 @@ class AsyncClient:
         introspection is off), what this package's server offers."""
         if self._features is None:
             try:
-                self._features = _features(await self.execute(ops.FEATURES))
+                self._features = ops.read(Features.of, await self.execute(ops.FEATURES))
             except ConnectionFailed:
                 raise
             except QueuelogError:
@@ -142,7 +120,8 @@ class AsyncClient:
         self, build: Callable[[Features], Operation[T]], http_timeout: float | None = None
     ) -> T:
         op = build(await self.features())
-        return _parsed(op, await self.execute(op.query, op.variables, http_timeout=http_timeout))
+        data = await self.execute(op.query, op.variables, http_timeout=http_timeout)
+        return ops.read(op.parse, data)
 
     # -- producers and readers ---------------------------------------------------------
 
@@ -332,7 +311,7 @@ class Client:
         """As AsyncClient.features."""
         if self._features is None:
             try:
-                self._features = _features(self.execute(ops.FEATURES))
+                self._features = ops.read(Features.of, self.execute(ops.FEATURES))
             except ConnectionFailed:
                 raise
             except QueuelogError:
@@ -341,7 +320,7 @@ class Client:
 
     def _run(self, build: Callable[[Features], Operation[T]]) -> T:
         op = build(self.features())
-        return _parsed(op, self.execute(op.query, op.variables))
+        return ops.read(op.parse, self.execute(op.query, op.variables))
 
     def enqueue(
         self,

@@ -70,6 +70,21 @@ class Operation(Generic[T]):
     parse: Callable[[dict[str, Any]], T]
 
 
+# What reading an answer that lacks the fields asked for, or holds values of the wrong
+# kind, raises.
+_MALFORMED = (KeyError, IndexError, TypeError, ValueError, AttributeError)
+
+
+def read(parse: Callable[[dict[str, Any]], A], data: dict[str, Any]) -> A:
+    """`parse(data)`: an answer read; BadResponse when it is not what was asked for."""
+    try:
+        return parse(data)
+    except QueuelogError:
+        raise
+    except _MALFORMED as exc:
+        raise BadResponse(f"a malformed answer: {type(exc).__name__}: {exc!s:.200}") from None
+
+
 def refusal(out: dict[str, Any]) -> UserError | None:
     """The payload's first userError, if it has one."""
     errors = out.get("userErrors") or []
