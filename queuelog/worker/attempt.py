@@ -93,6 +93,7 @@ class Attempt:
         received_at: float,
         slots: asyncio.Semaphore | None = None,
         on_handled: Callable[[float | None], None] = lambda seconds: None,
+        after: asyncio.Event | None = None,
     ) -> None:
         self.client = client
         self.acks = acks
@@ -114,7 +115,10 @@ class Attempt:
         self._handler_task: asyncio.Task[Any] | None = None
         self._in_slot = False  # this attempt holds one of the worker's slots
         self._called = False  # its handler was called
-        self._returned = asyncio.Event()  # the handler is over (a plain one's thread too)
+        self.returned = asyncio.Event()  # the handler is over (a plain one's thread too)
+        # Its outcome went out while its handler's thread runs on: the job may come back.
+        self.lingering = False
+        self._after = after  # the end of an earlier attempt's handler at this job
 
     def stop(self, reason: str) -> None:
         """End the handler without reporting its outcome (cancelled, lease lost), or with a
@@ -134,7 +138,8 @@ class Attempt:
                 outcome = await self._outcome()
                 # A plain handler past its timeout (or stopped) runs on in its thread: the
                 # outcome goes now, the slot stays taken until the thread returns.
-                overran = self._called and not self._returned.is_set()
+                overran = self._called and not self.returned.is_set()
+                self.lingering = overran
             finally:
                 if not overran:
                     self._over()
@@ -149,7 +154,7 @@ class Attempt:
                     "its slot stays taken until it returns",
                     self.job.id,
                 )
-                await self._returned.wait()
+                await self.returned.wait()
         finally:
             if overran:
                 self._over()
@@ -173,6 +178,8 @@ class Attempt:
         if self.slots is not None:
             await self.slots.acquire()
             self._in_slot = True
+        if self._after is not None:  # never two handlers at one job in this worker
+            await self._after.wait()
         return await self._timed()
 
     async def _timed(self) -> Any:
@@ -180,7 +187,7 @@ class Attempt:
         self._called = True
         try:
             async with asyncio.timeout(self.timeout):
-                return await call_handler(self.handler, self.running, self._returned.set)
+                return await call_handler(self.handler, self.running, self.returned.set)
         finally:
             self.handler_seconds = time.monotonic() - self.started
 

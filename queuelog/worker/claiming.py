@@ -173,13 +173,14 @@ class ClaimLoop:
         self.busy, self.full = bool(jobs), len(jobs) == limit
         self.errors.reset()
         received = time.monotonic()
-        held = {a.job.id for a in self.running.values()}
+        held = {a.job.id: a for a in self.running.values()}
         for job in jobs:
-            if job.id in held:  # a faulty server handed it twice: it runs once
+            before = held.get(job.id)
+            if before is not None and not before.lingering:  # a faulty server's repeat
                 log.warning("job %s came in a claim while this worker holds it", job.id)
                 continue
-            held.add(job.id)
-            attempt = self.worker.attempt(self.client, self.acks, job, received, self)
+            attempt = self.worker.attempt(self.client, self.acks, job, received, self, before)
+            held[job.id] = attempt
             task = asyncio.create_task(attempt.run())
             self.running[task] = attempt
             task.add_done_callback(functools.partial(_ended, self.running, self.freed))

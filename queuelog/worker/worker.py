@@ -174,8 +174,16 @@ class Worker:
         self.handler_seconds = seconds if last is None else last + QUICK_WEIGHT * (seconds - last)
 
     def attempt(
-        self, client: AsyncClient, acks: Acks, job: Job, received: float, claims: ClaimLoop
+        self,
+        client: AsyncClient,
+        acks: Acks,
+        job: Job,
+        received: float,
+        claims: ClaimLoop,
+        after: Attempt | None = None,
     ) -> Attempt:
+        """An attempt at `job`; its handler starts once `after` (an earlier attempt at the
+        same job whose handler's thread runs on) is over."""
         handler, timeout = self.handlers.get(job.type, (_no_handler, None))
         return Attempt(
             client,
@@ -187,6 +195,7 @@ class Worker:
             received_at=received,
             slots=claims.slots,
             on_handled=claims.handled,
+            after=None if after is None else after.returned,
         )
 
     async def _drain(self, running: dict[asyncio.Task[None], Attempt]) -> None:
