@@ -4,6 +4,7 @@ execution, and masking of the server's faults (`queuelog.api.errors`)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -12,8 +13,11 @@ from graphql import (
     GraphQLError,
     GraphQLSchema,
     GraphQLSyntaxError,
+    IntValueNode,
     OperationDefinitionNode,
+    Visitor,
     parse,
+    visit,
 )
 from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.types import StreamExecutionResult
@@ -25,6 +29,10 @@ from queuelog.fences.graphql_core import graphql_schema
 
 _NOTHING_TO_RUN = parse("{ __typename }")
 _SUGGESTION = re.compile(r"\s*Did you mean .*$", re.DOTALL)
+# Longer than any integer the API takes (the service keeps 64 bits): a longer literal is
+# refused before a scalar converts it (Python would refuse past 4,300 digits, in its words).
+INT_LITERAL_DIGITS = 100
+_LONG_DIGITS = re.compile(rf"\d{{{INT_LITERAL_DIGITS + 1}}}")
 # strawberry keeps both LRU caches at module level, keyed by size: every request shares them.
 _parse = ParserCache(maxsize=1024).cached_parse_document
 _validate = ValidationCache(maxsize=1024).cached_validate_document
@@ -46,7 +54,23 @@ def parse_document(query: str, max_tokens: int) -> DocumentNode:
             "the document is nested too deeply to parse",
             extensions={"code": TOO_COMPLEX, "limit": "nesting"},
         ) from None
+    if _LONG_DIGITS.search(query):  # maybe only in a string or a comment: look closer
+        visit(document, _LongIntegers())
     return document
+
+
+class _LongIntegers(Visitor):
+    """Refuses an integer literal longer than INT_LITERAL_DIGITS, without quoting it."""
+
+    def enter_int_value(self, node: IntValueNode, *_args: object) -> None:
+        digits = len(node.value.lstrip("-"))
+        if digits > INT_LITERAL_DIGITS:
+            raise GraphQLError(
+                f"an integer literal of {digits} digits is longer than any value this API "
+                f"takes (at most {INT_LITERAL_DIGITS} digits)",
+                node,
+                extensions={"code": "GRAPHQL_VALIDATION_FAILED"},
+            )
 
 
 def validate_document(
@@ -71,18 +95,26 @@ def validate_document(
     return errors
 
 
-def missing_operation_name(
+def operation_name_refusal(
     query: str | None, operation_name: str | None, max_tokens: int
 ) -> GraphQLError | None:
-    """The GraphQL spec's refusal of a document with several operations and no operation
-    name (strawberry would run the first); None when the request names one or has one."""
-    if operation_name is not None or not query:
+    """The GraphQL spec's refusal of an operation name that names no operation of the
+    document (empty included), or of a document with several operations and no name
+    (strawberry would run the first); None when the name picks one operation."""
+    if not query:
         return None
     try:
         document = parse_document(query, max_tokens)
     except GraphQLError:
         return None  # the usual path reports it
     operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    if operation_name is not None:
+        if any(op.name is not None and op.name.value == operation_name for op in operations):
+            return None
+        return GraphQLError(
+            f"Unknown operation named {json.dumps(operation_name)}.",
+            extensions={"code": "BAD_USER_INPUT", "field": ["operationName"]},
+        )
     if len(operations) < 2:
         return None
     return GraphQLError(

@@ -23,7 +23,7 @@ from queuelog.api.errors import log_errors, mask
 from queuelog.api.extension import (
     OperationGuard,
     hide_suggestion,
-    missing_operation_name,
+    operation_name_refusal,
     parse_document,
     validate_document,
 )
@@ -282,7 +282,7 @@ class QueuelogSchema(strawberry.Schema):
         )
 
     async def execute(self, query: str | None, *args: Any, **kwargs: Any) -> ExecutionResult:
-        refusal = missing_operation_name(
+        refusal = operation_name_refusal(
             query, _operation_name(args, kwargs, 3), self.limits.max_tokens
         )
         if refusal is not None:
@@ -312,7 +312,7 @@ class QueuelogSchema(strawberry.Schema):
 
     async def stream(self, query: str | None, *args: Any, **kwargs: Any) -> Any:
         """`subscribe` and both WebSocket protocols run every operation through here."""
-        refusal = missing_operation_name(
+        refusal = operation_name_refusal(
             query, _operation_name(args, kwargs, 3), self.limits.max_tokens
         )
         if refusal is not None:

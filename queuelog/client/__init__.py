@@ -6,6 +6,7 @@ refusal raises `QueuelogError` (or its subclasses) with the server's code."""
 
 from queuelog.client.clients import AsyncClient, Client
 from queuelog.client.models import (
+    BadResponse,
     ConnectionFailed,
     Failed,
     Job,
@@ -22,6 +23,7 @@ from queuelog.client.models import (
 
 __all__ = [
     "AsyncClient",
+    "BadResponse",
     "Client",
     "ConnectionFailed",
     "Failed",

@@ -20,6 +20,7 @@ import orjson
 from queuelog.client import operations as ops
 from queuelog.client import reports, stream
 from queuelog.client.models import (
+    BadResponse,
     ConnectionFailed,
     Failed,
     Job,
@@ -59,6 +60,8 @@ def _data(response: httpx.Response) -> dict[str, Any]:
     try:
         body = orjson.loads(response.content)
     except orjson.JSONDecodeError:
+        if response.is_success:  # a success with no JSON in it: the server's fault
+            raise BadResponse(f"HTTP {response.status_code} without a JSON body") from None
         raise QueuelogError(
             http_code(response.status_code), response.text[:200] or "no GraphQL answer"
         ) from None
@@ -107,7 +110,7 @@ class AsyncClient:
         introspection is off), what this package's server offers."""
         if self._features is None:
             try:
-                self._features = Features.of(await self.execute(ops.FEATURES))
+                self._features = ops.read(Features.of, await self.execute(ops.FEATURES))
             except ConnectionFailed:
                 raise
             except QueuelogError:
@@ -118,7 +121,8 @@ class AsyncClient:
         self, build: Callable[[Features], Operation[T]], http_timeout: float | None = None
     ) -> T:
         op = build(await self.features())
-        return op.parse(await self.execute(op.query, op.variables, http_timeout=http_timeout))
+        data = await self.execute(op.query, op.variables, http_timeout=http_timeout)
+        return ops.read(op.parse, data)
 
     # -- producers and readers ---------------------------------------------------------
 
@@ -308,7 +312,7 @@ class Client:
         """As AsyncClient.features."""
         if self._features is None:
             try:
-                self._features = Features.of(self.execute(ops.FEATURES))
+                self._features = ops.read(Features.of, self.execute(ops.FEATURES))
             except ConnectionFailed:
                 raise
             except QueuelogError:
@@ -317,7 +321,7 @@ class Client:
 
     def _run(self, build: Callable[[Features], Operation[T]]) -> T:
         op = build(self.features())
-        return op.parse(self.execute(op.query, op.variables))
+        return ops.read(op.parse, self.execute(op.query, op.variables))
 
     def enqueue(
         self,

@@ -188,3 +188,12 @@ class ConnectionFailed(QueuelogError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ClientCode.CONNECTION_FAILED, message)
+
+
+class BadResponse(ConnectionFailed):
+    """The server answered, but not with the GraphQL response asked for (not JSON, or
+    fields missing or of the wrong kind): a fault of the server, as an HTTP 5xx is, and
+    as safe to retry."""
+
+    def __init__(self, message: str) -> None:
+        QueuelogError.__init__(self, ClientCode.BAD_RESPONSE, message)

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
 from queuelog.client.models import (
+    BadResponse,
     Failed,
     Job,
     JobPage,
@@ -68,6 +69,21 @@ class Operation(Generic[T]):
     query: str
     variables: dict[str, Any]
     parse: Callable[[dict[str, Any]], T]
+
+
+# What reading an answer that lacks the fields asked for, or holds values of the wrong
+# kind, raises.
+_MALFORMED = (KeyError, IndexError, TypeError, ValueError, AttributeError)
+
+
+def read(parse: Callable[[dict[str, Any]], A], data: dict[str, Any]) -> A:
+    """`parse(data)`: an answer read; BadResponse when it is not what was asked for."""
+    try:
+        return parse(data)
+    except QueuelogError:
+        raise
+    except _MALFORMED as exc:
+        raise BadResponse(f"a malformed answer: {type(exc).__name__}: {exc!s:.200}") from None
 
 
 def refusal(out: dict[str, Any]) -> UserError | None:
@@ -250,13 +266,16 @@ def fail(f: Features, job_id: str, error: str, retryable: bool) -> Operation[Fai
 def answer(body: Any) -> dict[str, Any]:
     """The `data` of a GraphQL response; its first top-level error raised with its code."""
     if not isinstance(body, dict):
-        raise QueuelogError(ClientCode.BAD_RESPONSE, f"not a GraphQL response: {body!r:.200}")
+        raise BadResponse(f"not a GraphQL response: {body!r:.200}")
     errors = body.get("errors")
     if errors:
-        first = errors[0]
-        code = (first.get("extensions") or {}).get("code") or ClientCode.GRAPHQL_ERROR
+        first = errors[0] if isinstance(errors, list) else None
+        extensions = first.get("extensions") if isinstance(first, dict) else None
+        if not isinstance(first, dict) or not isinstance(extensions, dict | None):
+            raise BadResponse(f"not a GraphQL error: {errors!r:.200}")
+        code = (extensions or {}).get("code") or ClientCode.GRAPHQL_ERROR
         raise QueuelogError(str(code), str(first.get("message", "")))
     data = body.get("data")
     if not isinstance(data, dict):
-        raise QueuelogError(ClientCode.BAD_RESPONSE, "a GraphQL response without data")
+        raise BadResponse("a GraphQL response without data")
     return data

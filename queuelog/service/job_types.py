@@ -206,7 +206,8 @@ class JobTypeService:
             self.jobs.limited_hint.forget()
 
     async def visible(self, actor: Actor) -> list[JobTypeView]:
-        """Every configured type `actor` may use, with its counts over the jobs it may see."""
+        """Every configured type `actor` may use, with its counts and its oldest due pending
+        job over the jobs it may see."""
         names = [t for t in self.jobs.types if actor.may_use_type(t)]
         return await self.db.read(self._read, scope(actor), names)
 
@@ -217,7 +218,8 @@ class JobTypeService:
     def _read(self, tx: Tx, within: Scope, names: list[str]) -> list[JobTypeView]:
         found = types_sql.states(tx, names)
         stats = types_sql.stats_by_type(tx, within, names)
-        oldest = types_sql.oldest_pending(tx, names, _PRIORITIES)
+        now = self.jobs.clock()
+        oldest = types_sql.oldest_pending(tx, within, names, _PRIORITIES, now)
         return [self._view(n, found.get(n), stats[n], oldest.get(n)) for n in names]
 
     @staticmethod

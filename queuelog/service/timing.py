@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 
 from queuelog.service.errors import InvalidSchedule
 
@@ -44,7 +44,8 @@ class Timing:
 
 
 def timing(cron: str, timezone: str, field: list[str] | None = None) -> Timing:
-    """The timing of `cron` in `timezone`; INVALID_SCHEDULE if either does not parse."""
+    """The timing of `cron` in `timezone`; INVALID_SCHEDULE if either does not parse, or
+    if the cron expression never fires."""
     try:
         zone = ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
@@ -62,4 +63,11 @@ def timing(cron: str, timezone: str, field: list[str] | None = None) -> Timing:
             "cron must be 5 fields (minute hour day-of-month month day-of-week) or @every <n>s|m|h",
             [*(field or []), "cron"],
         )
+    try:  # a date no calendar has (February 31) parses, but croniter finds no due time
+        croniter(cron, EPOCH.astimezone(zone)).get_next(datetime)
+    except CroniterError:
+        raise InvalidSchedule(
+            "cron never fires: no date matches it (such as day 31 of February)",
+            [*(field or []), "cron"],
+        ) from None
     return Timing(cron, zone, None)

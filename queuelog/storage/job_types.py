@@ -161,23 +161,29 @@ def upsert(tx: Tx, name: str, values: Mapping[str, Any]) -> TypeState:
     return found[name]
 
 
-def oldest_pending(tx: Tx, names: Sequence[str], priorities: Sequence[int]) -> dict[str, Any]:
-    """The earliest runAt among each type's PENDING jobs (None when none waits): per type
-    and priority, the first entry of that range of ix_jobs_claim, PROBES_MAX types a
-    statement."""
+def oldest_pending(
+    tx: Tx, scope: Scope, names: Sequence[str], priorities: Sequence[int], now: datetime
+) -> dict[str, Any]:
+    """The earliest runAt among each type's PENDING jobs that `scope` may see and that are
+    due at `now` (None when none is): per type and priority, the first entry of that range
+    of ix_jobs_claim, PROBES_MAX types a statement."""
     out: dict[str, Any] = {}
     for start in range(0, len(names), PROBES_MAX):
-        out.update(_oldest_pending(tx, names[start : start + PROBES_MAX], priorities))
+        chunk = names[start : start + PROBES_MAX]
+        out.update(_oldest_pending(tx, scope, chunk, priorities, now))
     return out
 
 
-def _oldest_pending(tx: Tx, names: Sequence[str], priorities: Sequence[int]) -> dict[str, Any]:
+def _oldest_pending(
+    tx: Tx, scope: Scope, names: Sequence[str], priorities: Sequence[int], now: datetime
+) -> dict[str, Any]:
     probes = []
     for i, name in enumerate(names):
         for j, priority in enumerate(priorities):
             probe = (
                 sa.select(J.run_at)
-                .where(_IS_PENDING, J.type == name, J.priority == priority)
+                .where(_IS_PENDING, J.type == name, J.priority == priority, J.run_at <= now)
+                .where(*scope.where(jobs))
                 .order_by(J.run_at)
                 .limit(1)
                 .scalar_subquery()

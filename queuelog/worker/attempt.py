@@ -24,6 +24,7 @@ from queuelog.worker.job import PermanentError, RunningJob, has_progress
 log = logging.getLogger("queuelog.worker")
 Handler = Callable[[RunningJob], Any]
 PROGRESS_INTERVAL = 0.2  # the earliest a reported progress goes out after the last heartbeat
+BEAT_MIN = 0.2  # seconds between heartbeats at the least, whatever lease a server grants
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,15 +42,23 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
-async def call_handler(handler: Handler, running: RunningJob) -> Any:
+async def call_handler(
+    handler: Handler, running: RunningJob, returned: Callable[[], None] = lambda: None
+) -> Any:
     """A coroutine function runs on the loop; a plain function in a daemon thread (so a
-    handler that never returns cannot keep the process from exiting)."""
+    handler that never returns cannot keep the process from exiting). `returned` is called
+    on the loop once the handler is over, its thread too: a thread runs on after this call
+    is cancelled (a timeout, a stop), as nothing can stop it."""
     if inspect.iscoroutinefunction(handler):
-        return await handler(running)
+        try:
+            return await handler(running)
+        finally:
+            returned()
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
 
     def settle(ok: bool, value: Any) -> None:
+        returned()
         if not future.done():
             if ok:
                 future.set_result(value)
@@ -81,6 +90,7 @@ class Attempt:
         received_at: float,
         slots: asyncio.Semaphore | None = None,
         on_handled: Callable[[float | None], None] = lambda seconds: None,
+        after: asyncio.Event | None = None,
     ) -> None:
         self.client = client
         self.acks = acks
@@ -100,6 +110,12 @@ class Attempt:
         self.stop_reason: str | None = None
         self._wake = asyncio.Event()
         self._handler_task: asyncio.Task[Any] | None = None
+        self._in_slot = False  # this attempt holds one of the worker's slots
+        self._called = False  # its handler was called
+        self.returned = asyncio.Event()  # the handler is over (a plain one's thread too)
+        # Its outcome went out while its handler's thread runs on: the job may come back.
+        self.lingering = False
+        self._after = after  # the end of an earlier attempt's handler at this job
 
     def stop(self, reason: str) -> None:
         """End the handler without reporting its outcome (cancelled, lease lost), or with a
@@ -113,34 +129,62 @@ class Attempt:
     async def run(self) -> None:
         self.running.bind(asyncio.get_running_loop(), self._wake)
         beats = asyncio.create_task(self._heartbeats())
+        overran = False
         try:
             try:
                 outcome = await self._outcome()
+                # A plain handler past its timeout (or stopped) runs on in its thread: the
+                # outcome goes now, the slot stays taken until the thread returns.
+                overran = self._called and not self.returned.is_set()
+                self.lingering = overran
             finally:
-                self.handled = True
-                self._on_handled(self.handler_seconds)
+                if not overran:
+                    self._over()
             if outcome is not None:
                 await self._report(outcome)
             else:
                 self._log(self.stop_reason or "stopped")
+            if overran:
+                beats.cancel()  # the job is no longer this attempt's to keep
+                log.warning(
+                    "job %s: its handler's thread runs on past the end of the attempt; "
+                    "its slot stays taken until it returns",
+                    self.job.id,
+                )
+                await self.returned.wait()
         finally:
+            if overran:
+                self._over()
             beats.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beats
 
+    def _over(self) -> None:
+        """The handler is over: its slot is free for the next job."""
+        if self._in_slot and self.slots is not None:
+            self._in_slot = False
+            self.slots.release()
+        if not self.handled:
+            self.handled = True
+            self._on_handled(self.handler_seconds)
+
     async def _handle(self) -> Any:
         """The handler's run, once one of the worker's slots is free (at once unless this job
-        was claimed ahead), and within the handler's timeout."""
-        if self.slots is None:
-            return await self._timed()
-        async with self.slots:
-            return await self._timed()
+        was claimed ahead), and within the handler's timeout. The slot is given back by
+        `_over`, once the handler is over."""
+        if self.slots is not None:
+            await self.slots.acquire()
+            self._in_slot = True
+        if self._after is not None:  # never two handlers at one job in this worker
+            await self._after.wait()
+        return await self._timed()
 
     async def _timed(self) -> Any:
         self.started = time.monotonic()
+        self._called = True
         try:
             async with asyncio.timeout(self.timeout):
-                return await call_handler(self.handler, self.running)
+                return await call_handler(self.handler, self.running, self.returned.set)
         finally:
             self.handler_seconds = time.monotonic() - self.started
 
@@ -181,10 +225,11 @@ class Attempt:
         return None
 
     async def _heartbeats(self) -> None:
-        backoff = Backoff(first=0.2, cap=self.lease / 6)
-        interval = self.lease / 3
+        backoff = Backoff(first=BEAT_MIN, cap=max(BEAT_MIN, self.lease / 6))
+        interval = max(BEAT_MIN, self.lease / 3)  # a lease granted already over: no spin
         delay = interval
         while True:
+            delay = max(BEAT_MIN, delay)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wake.wait()

@@ -43,7 +43,13 @@ class Host(Protocol):
     def handler_ran(self, seconds: float) -> None: ...
 
     def attempt(
-        self, client: AsyncClient, acks: Acks, job: Job, received: float, claims: ClaimLoop
+        self,
+        client: AsyncClient,
+        acks: Acks,
+        job: Job,
+        received: float,
+        claims: ClaimLoop,
+        after: Attempt | None = None,
     ) -> Attempt: ...
 
 
@@ -187,8 +193,14 @@ class ClaimLoop:
         self.busy, self.full = bool(jobs), len(jobs) == limit
         self.errors.reset()
         received = time.monotonic()
+        held = {a.job.id: a for a in self.running.values()}
         for job in jobs:
-            attempt = self.worker.attempt(self.client, self.acks, job, received, self)
+            before = held.get(job.id)
+            if before is not None and not before.lingering:  # a faulty server's repeat
+                log.warning("job %s came in a claim while this worker holds it", job.id)
+                continue
+            attempt = self.worker.attempt(self.client, self.acks, job, received, self, before)
+            held[job.id] = attempt
             task = asyncio.create_task(attempt.run())
             self.running[task] = attempt
             task.add_done_callback(functools.partial(_ended, self.running, self.freed))

@@ -23,10 +23,21 @@ from queuelog.client.reports import SETTLE_BATCH
 from queuelog.worker.acks import Acks
 from queuelog.worker.attempt import Attempt, Handler
 from queuelog.worker.claiming import ClaimLoop
+from queuelog.worker.job import RunningJob
 
 log = logging.getLogger("queuelog.worker")
 QUICK_HANDLER = 0.05  # seconds: handlers quicker than this on average get jobs claimed ahead
 QUICK_WEIGHT = 0.2  # the weight of the latest handler's time in that average
+
+
+class NoHandler(Exception):
+    """A claim brought a job of a type this worker has no handler for (a faulty server)."""
+
+
+async def _no_handler(job: RunningJob) -> None:
+    """The handler of a job of a type the worker did not claim: it fails, retryable, so
+    that a worker with its handler may run it."""
+    raise NoHandler(f"this worker has no handler for the job type {job.type!r}")
 
 
 class Worker:
@@ -163,9 +174,17 @@ class Worker:
         self.handler_seconds = seconds if last is None else last + QUICK_WEIGHT * (seconds - last)
 
     def attempt(
-        self, client: AsyncClient, acks: Acks, job: Job, received: float, claims: ClaimLoop
+        self,
+        client: AsyncClient,
+        acks: Acks,
+        job: Job,
+        received: float,
+        claims: ClaimLoop,
+        after: Attempt | None = None,
     ) -> Attempt:
-        handler, timeout = self.handlers[job.type]
+        """An attempt at `job`; its handler starts once `after` (an earlier attempt at the
+        same job whose handler's thread runs on) is over."""
+        handler, timeout = self.handlers.get(job.type, (_no_handler, None))
         return Attempt(
             client,
             acks,
@@ -176,6 +195,7 @@ class Worker:
             received_at=received,
             slots=claims.slots,
             on_handled=claims.handled,
+            after=None if after is None else after.returned,
         )
 
     async def _drain(self, running: dict[asyncio.Task[None], Attempt]) -> None:

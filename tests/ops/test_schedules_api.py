@@ -1,6 +1,7 @@
 """Schedules through the API of live servers: admins manage them, INVALID_SCHEDULE for what
-does not parse, runScheduleNow and Job.schedule, TOML-seeded schedules, and an `@every 1s`
-schedule on three replicas of one PostgreSQL making one job per second in all."""
+does not parse or never fires, runScheduleNow and Job.schedule, TOML-seeded schedules, and
+an `@every 1s` schedule on three replicas of one PostgreSQL making one job per second in
+all."""
 
 from __future__ import annotations
 
@@ -58,6 +59,28 @@ def test_admins_manage_schedules(server: LiveServer, job_type: str) -> None:
     run = f'mutation {{ runScheduleNow(name: "{name}") {{ userErrors {{ code }} }} }}'
     missing = post(server, run, admin)["runScheduleNow"]
     assert missing["userErrors"] == [{"code": "NOT_FOUND"}]
+
+
+@pytest.mark.parametrize("cron", ["0 0 31 2 *", "0 0 30 2 *", "15 10 31 4,6,9,11 *"])
+@pytest.mark.parametrize("paused", [False, True])
+def test_a_cron_that_never_fires_is_invalid_schedule(
+    server: LiveServer, job_type: str, cron: str, paused: bool
+) -> None:
+    """A date no calendar has parses as cron, but never comes: a clear INVALID_SCHEDULE
+    (once a server error), paused or not, and nothing is stored."""
+    admin, name = server.admin_key, server.unique_name("never")
+    query = UPSERT.replace("userErrors { code field }", "userErrors { code field message }")
+    i = {"name": name, "type": job_type, "cron": cron, "paused": paused}
+    bad = post(server, query, admin, i=i)["upsertSchedule"]
+    assert bad["schedule"] is None
+    assert bad["userErrors"] == [
+        {
+            "code": "INVALID_SCHEDULE",
+            "field": ["input", "cron"],
+            "message": "cron never fires: no date matches it (such as day 31 of February)",
+        }
+    ]
+    assert name not in [x["name"] for x in post(server, LIST, admin)["schedules"]]
 
 
 def test_only_admins_change_schedules_and_key_names_cannot_pose_as_one(server: LiveServer) -> None:

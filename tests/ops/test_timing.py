@@ -43,6 +43,8 @@ def test_every_is_on_multiples_of_its_period_since_the_epoch() -> None:
         ("@every 0s", "UTC", "cron"),
         ("@every 5d", "UTC", "cron"),
         ("@every 9000h", "UTC", "cron"),
+        ("0 0 31 2 *", "UTC", "cron"),  # parses, but never fires
+        ("0 0 30 2 *", "Europe/Paris", "cron"),
         ("* * * * *", "Mars/Olympus", "timezone"),
         ("* * * * *", "../etc/passwd", "timezone"),
     ],

@@ -192,7 +192,10 @@ class JobType:
     )
     limits: JobTypeLimits
     oldest_pending_at: datetime | None = strawberry.field(
-        description="The runAt of the oldest claimable PENDING job, or null when none waits."
+        description=(
+            "The runAt of the oldest PENDING job of this type that the viewer may see and"
+            " that is due (runAt not in the future); null when none."
+        )
     )
 
     @classmethod
