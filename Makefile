@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: serve test lint typecheck bench bench-smoke schema clean
+.PHONY: serve test test-newest lint typecheck bench bench-smoke schema clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,18 @@ test: $(STAMP)
 	$(MAKE) lint typecheck
 	$(BIN)/pytest -q
 
+# The fences and the fast path against the newest releases of what they bypass: when this
+# fails or they switch off, their TESTED ranges need a look before users upgrade.
+NEWEST = .venv-newest
+test-newest:
+	$(PYTHON) -m venv $(NEWEST)
+	$(NEWEST)/bin/python -m pip install -q --upgrade pip
+	$(NEWEST)/bin/python -m pip install -q -e '.[test]'
+	$(NEWEST)/bin/python -m pip install -q --upgrade strawberry-graphql graphql-core uvicorn httptools
+	bash scripts/ensure-postgres.sh
+	$(NEWEST)/bin/pytest -q tests/security/test_unfenced.py tests/security/test_slow_clients.py \
+		tests/security/test_websocket.py tests/prepared/test_switch.py tests/prepared/test_compat_fallbacks.py
+
 bench: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	$(BIN)/python -m bench
@@ -38,4 +50,4 @@ schema: $(STAMP)
 	$(BIN)/queuelog export-schema > schema.graphql
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(NEWEST) .pytest_cache .mypy_cache .ruff_cache

@@ -19,9 +19,9 @@ from bench.common import Profile, median, psycopg_url, sqlite_path
 from queuelog.config import Settings
 from queuelog.runtime import open_services
 from queuelog.service.models import Actor, EnqueueRequest, Role
-from queuelog.storage.dialects import NOTIFY_CHANNEL
-from queuelog.storage.dialects.postgresql import EVENT_LOCK_KEY
+from queuelog.storage.dialect import NOTIFY_CHANNEL
 from queuelog.storage.migrate import migrate
+from queuelog.storage.postgresql.dialect import EVENT_LOCK_KEY
 
 PRODUCER = Actor("bench-producer", Role.PRODUCER)
 WORKER = Actor("bench-worker", Role.WORKER)

@@ -117,7 +117,7 @@ class Settings(BaseSettings):
     ws_ping_interval_seconds: float = Field(default=20.0, gt=0)
     max_subscriptions_per_connection: int = Field(default=50, ge=1)
 
-    # slow and numerous clients (see queuelog/serving.py and README "Deployment")
+    # slow and numerous clients (see queuelog/edge/serving.py and README "Deployment")
     http_request_timeout_seconds: float = Field(default=30.0, gt=0)
     http_keep_alive_seconds: int = Field(default=5, ge=1)
     http_max_header_bytes: int = Field(default=65_536, ge=1_024)
@@ -125,7 +125,7 @@ class Settings(BaseSettings):
     # Enforce the three bounds above the way uvicorn's settings cannot (queuelog/fences/);
     # false leaves them to uvicorn's own protocol and its public settings.
     bounded_http_protocol: bool = True
-    # Hold both WebSocket subprotocols to queuelog's rules (queuelog/websocket.py); false
+    # Hold both WebSocket subprotocols to queuelog's rules (queuelog/edge/websocket.py); false
     # leaves strawberry's own protocol handlers in place.
     strict_websocket: bool = True
 

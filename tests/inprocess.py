@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import uvicorn
 
-from queuelog.app import create_app
 from queuelog.config import Settings
+from queuelog.edge.app import create_app
 from queuelog.runtime import Services
 from queuelog.service.models import Priority, Role
 from tests.support import LiveServer, free_port

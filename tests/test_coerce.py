@@ -1,4 +1,4 @@
-"""The compiled variable coercion of prepared operations (`queuelog.schema.fastpath.coerce`)
+"""The compiled variable coercion of prepared operations (`queuelog.api.fastpath.coerce`)
 against the function it stands in for, graphql-core's `get_variable_values`, value by
 value."""
 
@@ -10,8 +10,8 @@ import pytest
 from graphql import GraphQLError, OperationDefinitionNode, parse
 from graphql.execution.values import get_variable_values
 
-from queuelog.schema.fastpath.coerce import Variables
-from queuelog.schema.schema import build_schema
+from queuelog.api.fastpath.coerce import Variables
+from queuelog.api.schema import build_schema
 
 SCHEMA = build_schema()
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from queuelog.graphiql import ASSETS_DIR, CDN, PAGE, offline_page
+from queuelog.edge.graphiql import ASSETS_DIR, CDN, PAGE, offline_page
 
 
 def test_every_file_the_page_loads_is_vendored_with_its_integrity_hash() -> None:

@@ -76,7 +76,7 @@ def is_third_party(top_level: str) -> bool:
 def module_names() -> list[str]:
     names = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if RUN_BY_ALEMBIC in path.parents:
+        if RUN_BY_ALEMBIC in path.parents or path.name == "__main__.py":  # runs, not imported
             continue
         parts = path.relative_to(ROOT).with_suffix("").parts
         names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from queuelog.cli import main
+from queuelog.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"

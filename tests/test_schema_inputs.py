@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from queuelog.graphql_types import EnqueueJobInput
-from queuelog.resolvers.context import Context
-from queuelog.schema.schema import build_schema
+from queuelog.api.resolvers.context import Context
+from queuelog.api.schema import build_schema
+from queuelog.api.types.jobs import EnqueueJobInput
 from queuelog.service.models import Actor, EnqueueRequest, Role
 
 ENQUEUE = "mutation($i: EnqueueJobInput!) { enqueueJob(input: $i) { created } }"

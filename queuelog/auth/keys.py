@@ -22,8 +22,7 @@ import orjson
 from sqlalchemy.exc import IntegrityError
 
 from queuelog.service import errors
-from queuelog.service.models import ApiKey, Priority, Role
-from queuelog.service.schedules import PRODUCER_PREFIX
+from queuelog.service.models import PRODUCER_PREFIX, ApiKey, Priority, Role
 from queuelog.singleflight import SingleFlight
 from queuelog.storage import keys as keys_sql
 from queuelog.storage.db import Database

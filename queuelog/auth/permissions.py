@@ -8,29 +8,31 @@ from graphql import GraphQLError
 from strawberry.permission import BasePermission
 
 from queuelog.auth.ratelimit import RateLimited
-from queuelog.service.models import READERS, Role
+from queuelog.domain.codes import ErrorCode
+from queuelog.domain.roles import Capability, Role, may, who_may
 
 UNAUTHENTICATED_MESSAGE = "authentication required: send 'Authorization: Bearer <api key>'"
 
 
 def unauthenticated(message: str = UNAUTHENTICATED_MESSAGE) -> GraphQLError:
-    return GraphQLError(message, extensions={"code": "UNAUTHENTICATED"})
+    return GraphQLError(message, extensions={"code": ErrorCode.UNAUTHENTICATED})
 
 
 def forbidden(message: str) -> GraphQLError:
-    return GraphQLError(message, extensions={"code": "FORBIDDEN"})
+    return GraphQLError(message, extensions={"code": ErrorCode.FORBIDDEN})
 
 
 def rate_limited(exc: RateLimited) -> GraphQLError:
     return GraphQLError(
-        str(exc), extensions={"code": "RATE_LIMITED", "retryAfter": round(exc.retry_after, 3)}
+        str(exc),
+        extensions={"code": ErrorCode.RATE_LIMITED, "retryAfter": round(exc.retry_after, 3)},
     )
 
 
 class Authenticated(BasePermission):
-    """Any live key; subclasses narrow the roles (admins may always)."""
+    """Any live key; subclasses name the capability their fields need (`domain.roles`)."""
 
-    roles: ClassVar[tuple[Role, ...]] = ()
+    capability: ClassVar[Capability] = Capability.ANY
     message = "authentication required"
 
     def has_permission(self, source: Any, info: Any, **kwargs: Any) -> bool:
@@ -44,33 +46,31 @@ class Authenticated(BasePermission):
                 buckets.take(actor.name)
             except RateLimited as exc:
                 raise rate_limited(exc) from None
-        if self.roles and actor.role is not Role.ADMIN and actor.role not in self.roles:
-            allowed = dict.fromkeys((*self.roles, Role.ADMIN))  # each role once, in order
-            wanted = " or ".join(r.value for r in allowed)
-            raise forbidden(
-                f"this needs {_article(wanted)} {wanted} key; "
-                f"yours is {_article(actor.role.value)} {actor.role.value} key"
-            )
+        if not may(actor.role, self.capability):
+            raise forbidden(refusal(actor.role, self.capability))
         return True
 
 
-def _article(word: str) -> str:
-    return "an" if word[:1] in "aeiou" else "a"
+def refusal(role: Role, capability: Capability) -> str:
+    """What a key of `role` is told when it lacks `capability`."""
+    return f"this needs {who_may(capability)}; yours is {who_may_be(role)}"
 
 
-class ProducerOrAdmin(Authenticated):
-    roles = (Role.PRODUCER,)
+def who_may_be(role: Role) -> str:
+    return f"{'an' if role.value[:1] in 'aeiou' else 'a'} {role.value} key"
 
 
-class WorkerOrAdmin(Authenticated):
-    roles = (Role.WORKER,)
+class MayEnqueue(Authenticated):
+    capability = Capability.ENQUEUE
 
 
-class AdminOnly(Authenticated):
-    roles = (Role.ADMIN,)
+class MayWork(Authenticated):
+    capability = Capability.WORK
 
 
-class Readers(Authenticated):
-    """Admins, and viewers where that role exists: who may read everything."""
+class MayManage(Authenticated):
+    capability = Capability.MANAGE
 
-    roles = tuple(READERS)
+
+class MayReadAll(Authenticated):
+    capability = Capability.READ_ALL

@@ -71,8 +71,3 @@ class TokenBuckets:
         """Raise RateLimited when `key` has no token; consumes nothing."""
         if (wait := self.wait(key)) > 0:
             raise RateLimited(wait)
-
-    def spend(self, key: str) -> None:
-        """Consume a token of `key` if it has one (recording a failure never raises)."""
-        if self.enabled:
-            self._store(key, max(0.0, self._tokens(key) - 1.0))

@@ -33,6 +33,7 @@ from queuelog.client.models import (
     UserError,
 )
 from queuelog.client.operations import Features, Operation
+from queuelog.domain.codes import http_code
 
 T = TypeVar("T")
 DEFAULT_URL = "http://127.0.0.1:8000/graphql"
@@ -62,7 +63,7 @@ def _data(response: httpx.Response) -> dict[str, Any]:
         if response.is_success:  # a success with no JSON in it: the server's fault
             raise BadResponse(f"HTTP {response.status_code} without a JSON body") from None
         raise QueuelogError(
-            f"HTTP_{response.status_code}", response.text[:200] or "no GraphQL answer"
+            http_code(response.status_code), response.text[:200] or "no GraphQL answer"
         ) from None
     return ops.answer(body)
 

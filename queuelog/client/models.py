@@ -7,6 +7,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from queuelog.domain.codes import ClientCode
+
 
 class JobStatus(StrEnum):
     PENDING = "PENDING"
@@ -185,7 +187,7 @@ class ConnectionFailed(QueuelogError):
     """The server could not be reached, or answered with a server error; safe to retry."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("CONNECTION_FAILED", message)
+        super().__init__(ClientCode.CONNECTION_FAILED, message)
 
 
 class BadResponse(ConnectionFailed):
@@ -194,4 +196,4 @@ class BadResponse(ConnectionFailed):
     as safe to retry."""
 
     def __init__(self, message: str) -> None:
-        QueuelogError.__init__(self, "BAD_RESPONSE", message)
+        QueuelogError.__init__(self, ClientCode.BAD_RESPONSE, message)

@@ -18,6 +18,7 @@ from queuelog.client.models import (
     QueuelogError,
     UserError,
 )
+from queuelog.domain.codes import ClientCode
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -272,7 +273,7 @@ def answer(body: Any) -> dict[str, Any]:
         extensions = first.get("extensions") if isinstance(first, dict) else None
         if not isinstance(first, dict) or not isinstance(extensions, dict | None):
             raise BadResponse(f"not a GraphQL error: {errors!r:.200}")
-        code = (extensions or {}).get("code") or "GRAPHQL_ERROR"
+        code = (extensions or {}).get("code") or ClientCode.GRAPHQL_ERROR
         raise QueuelogError(str(code), str(first.get("message", "")))
     data = body.get("data")
     if not isinstance(data, dict):

@@ -15,10 +15,15 @@ from websockets.typing import Subprotocol
 
 from queuelog.client.backoff import Backoff
 from queuelog.client.models import ConnectionFailed, Job, JobEvent, JobProgress, QueuelogError
+from queuelog.domain.codes import ClientCode, ErrorCode
 
 PROTOCOL = Subprotocol("graphql-transport-ws")
 # Close codes of graphql-transport-ws that retrying cannot cure.
-REFUSED = {4400: "BAD_REQUEST", 4401: "UNAUTHENTICATED", 4403: "FORBIDDEN"}
+REFUSED = {
+    4400: ErrorCode.BAD_REQUEST,
+    4401: ErrorCode.UNAUTHENTICATED,
+    4403: ErrorCode.FORBIDDEN,
+}
 
 EVENT_FIELDS = "cursor previousStatus status occurredAt job {{ {job} }}"
 WATCH = """subscription($jobId: ID, $type: String, $statuses: [JobStatus!], $after: String) {{
@@ -52,12 +57,12 @@ async def _messages(ws: ClientConnection) -> AsyncIterator[dict[str, Any]]:
 
 def _error(errors: list[dict[str, Any]]) -> QueuelogError:
     first = errors[0] if errors else {}
-    code = (first.get("extensions") or {}).get("code") or "GRAPHQL_ERROR"
+    code = (first.get("extensions") or {}).get("code") or ClientCode.GRAPHQL_ERROR
     return QueuelogError(str(code), str(first.get("message", "")))
 
 
 def _gone(errors: list[dict[str, Any]]) -> bool:
-    return all((e.get("extensions") or {}).get("code") == "NOT_FOUND" for e in errors)
+    return all((e.get("extensions") or {}).get("code") == ErrorCode.NOT_FOUND for e in errors)
 
 
 async def session(
@@ -72,7 +77,9 @@ async def session(
             messages = _messages(ws)
             ack = await anext(messages)
             if ack.get("type") != "connection_ack":
-                raise QueuelogError("PROTOCOL_ERROR", f"expected connection_ack, got {ack}")
+                raise QueuelogError(
+                    ClientCode.PROTOCOL_ERROR, f"expected connection_ack, got {ack}"
+                )
             payload = {"query": query, "variables": variables}
             await _send(ws, {"id": "1", "type": "subscribe", "payload": payload})
             async for message in messages:
@@ -96,7 +103,7 @@ async def session(
         raise ConnectionFailed(f"connection lost: {exc}") from None
     except InvalidStatus as exc:
         if exc.response.status_code in (401, 403):
-            raise QueuelogError("UNAUTHENTICATED", str(exc)) from None
+            raise QueuelogError(ErrorCode.UNAUTHENTICATED, str(exc)) from None
         raise ConnectionFailed(str(exc)) from None
     except (OSError, InvalidHandshake, TimeoutError) as exc:
         raise ConnectionFailed(f"cannot connect: {exc}") from None

@@ -31,7 +31,7 @@ from queuelog.service.models import Actor, JobEvent, Status
 from queuelog.service.visibility import may_see, scope
 from queuelog.storage import events as events_sql
 from queuelog.storage.db import Database
-from queuelog.storage.dialects import NOTIFY_CHANNEL
+from queuelog.storage.dialect import NOTIFY_CHANNEL
 from queuelog.storage.tx import Tx
 
 READ_BATCH = 500

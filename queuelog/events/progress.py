@@ -14,8 +14,8 @@ import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
+from queuelog.domain.lifecycle import FINISHED
 from queuelog.events.feed import EventFeed
-from queuelog.lifecycle import FINISHED
 from queuelog.storage import jobs as jobs_sql
 
 INTERVAL_SECONDS = 0.1

@@ -1,9 +1,9 @@
 """The fence around strawberry's WebSocket protocol handlers: subclasses of its
 `graphql-transport-ws` and legacy `graphql-ws` handlers (internal modules of strawberry, and
-their attributes) that hold both protocols to the rules of `queuelog.websocket`. Only this
-module imports them.
+their attributes) that hold both protocols to the rules the edge gives them
+(`queuelog.edge.websocket`). Only this module imports them.
 
-`queuelog.websocket.handler_classes` uses them when QUEUELOG_STRICT_WEBSOCKET is on, this
+`queuelog.edge.websocket.handler_classes` uses them when QUEUELOG_STRICT_WEBSOCKET is on, this
 module imports, and the installed strawberry is in `TESTED`; otherwise strawberry's own
 handlers serve.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from graphql import GraphQLError
 from strawberry.exceptions import ConnectionRejectionError
@@ -29,27 +29,45 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
-from queuelog.resolvers.context import Context
-from queuelog.websocket import (
-    LEGACY_MESSAGES,
-    TRANSPORT_MESSAGES,
-    bad_request,
-    close_reason,
-    message_problem,
-    refusal,
-    rejection_reason,
-    server_fault,
-)
+
+class Rules(Protocol):
+    """The rules the handlers hold both protocols to: `queuelog.edge.websocket` passes itself,
+    so this module imports nothing above the fences."""
+
+    TRANSPORT_MESSAGES: Mapping[str, tuple[bool, str | None]]
+    LEGACY_MESSAGES: Mapping[str, tuple[bool, str | None]]
+
+    def bad_request(self, message: str) -> GraphQLError: ...
+
+    def close_reason(self, text: str) -> str: ...
+
+    def message_problem(
+        self, message: object, known: Mapping[str, tuple[bool, str | None]]
+    ) -> str | None: ...
+
+    async def refusal(
+        self, context: Any, query: object, variables: object, operation_name: object
+    ) -> Any: ...
+
+    def rejection_reason(self, error: ConnectionRejectionError) -> str: ...
+
+    def server_fault(self, error: Exception) -> GraphQLError: ...
+
+
+# The request context of an operation: the edge's; the handlers only pass it on.
+Context = Any
 
 # The versions the handlers below were tested with, by distribution.
-TESTED: Mapping[str, tuple[str, ...]] = {"strawberry-graphql": ("0.341.2",)}
+TESTED: Mapping[str, str] = {"strawberry-graphql": ">=0.341.2,<0.342"}
 
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
-    """`graphql-transport-ws`, with the rules of this module."""
+    """`graphql-transport-ws`, held to `rules`."""
+
+    rules: ClassVar[Rules]
 
     async def handle_message(self, message: Any) -> None:
-        if await _well_formed(self, message, TRANSPORT_MESSAGES):
+        if await _well_formed(self, message, self.rules.TRANSPORT_MESSAGES):
             await super().handle_message(message)
 
     async def handle_invalid_message(self, error_message: str) -> None:
@@ -64,7 +82,7 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
 
     async def _reject(self, exc: ConnectionRejectionError) -> None:
         # 4401, which graphql-ws clients do not retry (they retry 4403).
-        await self.websocket.close(code=4401, reason=rejection_reason(exc))
+        await self.websocket.close(code=4401, reason=self.rules.rejection_reason(exc))
 
     async def run_operation(self, operation: Operation[Context, None]) -> None:
         try:
@@ -74,10 +92,10 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
         except GraphQLError as error:  # refused before execution (parsing, limits)
             await operation.send_initial_errors([error])
         except Exception as error:
-            await operation.send_initial_errors([server_fault(error)])
+            await operation.send_initial_errors([self.rules.server_fault(error)])
 
     async def _run(self, operation: Operation[Context, None]) -> None:
-        refused = await refusal(
+        refused = await self.rules.refusal(
             self.context, operation.query, operation.variables, operation.operation_name
         )
         if refused is not None:
@@ -106,8 +124,10 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
 
 
 class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
-    """The legacy `graphql-ws` (subscriptions-transport-ws), with the rules of this module:
+    """The legacy `graphql-ws` (subscriptions-transport-ws), held to `rules`:
     it runs queries and mutations as well as subscriptions."""
+
+    rules: ClassVar[Rules]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -140,7 +160,7 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
                 await self.websocket.close(code=4408, reason="Connection initialisation timeout")
 
     async def handle_message(self, message: Any) -> None:
-        if await _well_formed(self, message, LEGACY_MESSAGES):
+        if await _well_formed(self, message, self.rules.LEGACY_MESSAGES):
             await super().handle_message(message)
 
     async def handle_connection_init(self, message: Any) -> None:
@@ -149,7 +169,7 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
 
     async def _reject(self, exc: ConnectionRejectionError) -> None:
         await self.send_message({"type": "connection_error", "payload": exc.payload})
-        await self.websocket.close(code=4403, reason=rejection_reason(exc))
+        await self.websocket.close(code=4403, reason=self.rules.rejection_reason(exc))
 
     async def handle_async_results(
         self,
@@ -168,7 +188,7 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
         except GraphQLError as error:  # refused before execution (parsing, limits)
             await self._send_error(operation_id, error)
         except Exception as error:
-            await self._send_error(operation_id, server_fault(error))
+            await self._send_error(operation_id, self.rules.server_fault(error))
         finally:
             self.subscriptions.pop(operation_id, None)
             self.tasks.pop(operation_id, None)
@@ -181,7 +201,7 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
     async def _run(
         self, operation_id: str, query: object, operation_name: object, variables: object
     ) -> None:
-        refused = await refusal(self.context, query, variables, operation_name)
+        refused = await self.rules.refusal(self.context, query, variables, operation_name)
         if refused is not None:
             await self._send_error(operation_id, refused)
             return
@@ -196,7 +216,9 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
         first = True
         async for result in results:
             if first and isinstance(result, PreExecutionError):
-                await self._send_error(operation_id, (result.errors or [bad_request("?")])[0])
+                await self._send_error(
+                    operation_id, (result.errors or [self.rules.bad_request("?")])[0]
+                )
                 return
             if not isinstance(result, ExecutionResult):
                 error = GraphQLError("incremental delivery (@defer, @stream) is not served")
@@ -212,8 +234,15 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
 _Handler = TransportWSHandler | LegacyWSHandler
 
 
+def handler_classes(rules: Rules) -> tuple[type[TransportWSHandler], type[LegacyWSHandler]]:
+    """Both handlers, held to `rules`."""
+    transport = type("TransportWSHandler", (TransportWSHandler,), {"rules": rules})
+    legacy = type("LegacyWSHandler", (LegacyWSHandler,), {"rules": rules})
+    return transport, legacy
+
+
 async def _close_invalid(handler: _Handler, problem: str) -> None:
-    await handler.websocket.close(code=4400, reason=close_reason(problem))
+    await handler.websocket.close(code=4400, reason=handler.rules.close_reason(problem))
 
 
 async def _well_formed(
@@ -221,7 +250,7 @@ async def _well_formed(
 ) -> bool:
     """Whether `message` has the shape of one of the protocol's `known` messages; if not,
     the connection is closed (4400) naming what is wrong."""
-    problem = message_problem(message, known)
+    problem = handler.rules.message_problem(message, known)
     if problem is not None:
         await _close_invalid(handler, problem)
     return problem is None

@@ -12,7 +12,7 @@ neither the time a request takes to arrive nor how many connections are open. He
 - at most `max_connections` connections (HTTP and WebSocket) are open at once: one more is
   answered 503 and closed before anything of it is read.
 
-`queuelog.serving` uses it when QUEUELOG_BOUNDED_HTTP_PROTOCOL is on and `MISSING` is None
+`queuelog.edge.serving` uses it when QUEUELOG_BOUNDED_HTTP_PROTOCOL is on and `MISSING` is None
 and the installed versions are in `TESTED`.
 """
 
@@ -22,11 +22,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-# The versions the protocol below was tested with, by distribution.
-TESTED: Mapping[str, tuple[str, ...]] = {
-    "uvicorn": ("0.54.0",),
-    "httptools": ("0.9.0",),
-}
+# The releases the protocol below is tested with, by distribution (`make test-newest` runs
+# its tests against the newest ones).
+TESTED: Mapping[str, str] = {"uvicorn": ">=0.54,<0.56", "httptools": ">=0.9,<0.10"}
 
 MISSING: str | None = None
 try:

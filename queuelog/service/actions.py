@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from queuelog.lifecycle import CANCEL, RETRY
+from queuelog.domain.lifecycle import CANCEL, RETRY
 from queuelog.service import bulk, errors
 from queuelog.service.models import Actor, Job
 from queuelog.service.visibility import may_see, shown

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from queuelog.lifecycle import CANCEL, RETRY, Transition
+from queuelog.domain.lifecycle import CANCEL, RETRY, Transition
 from queuelog.service import validation
 from queuelog.service.models import Actor
 from queuelog.service.visibility import scope

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from queuelog.domain.codes import UserErrorCode
+
 if TYPE_CHECKING:
     from queuelog.service.models import Job
 
@@ -13,7 +15,7 @@ if TYPE_CHECKING:
 class DomainError(Exception):
     """The request was refused by a rule of the queue."""
 
-    code = "VALIDATION_FAILED"
+    code = UserErrorCode.VALIDATION_FAILED
 
     def __init__(
         self, message: str, field: Sequence[str] | None = None, job: Job | None = None
@@ -25,40 +27,40 @@ class DomainError(Exception):
 
 
 class ValidationFailed(DomainError):
-    code = "VALIDATION_FAILED"
+    code = UserErrorCode.VALIDATION_FAILED
 
 
 class JobTypeNotAllowed(DomainError):
-    code = "JOB_TYPE_NOT_ALLOWED"
+    code = UserErrorCode.JOB_TYPE_NOT_ALLOWED
 
 
 class PayloadTooLarge(DomainError):
-    code = "PAYLOAD_TOO_LARGE"
+    code = UserErrorCode.PAYLOAD_TOO_LARGE
 
 
 class PriorityNotAllowed(DomainError):
-    code = "PRIORITY_NOT_ALLOWED"
+    code = UserErrorCode.PRIORITY_NOT_ALLOWED
 
 
 class IdempotencyKeyReused(DomainError):
-    code = "IDEMPOTENCY_KEY_REUSED"
+    code = UserErrorCode.IDEMPOTENCY_KEY_REUSED
 
 
 class NotFound(DomainError):
-    code = "NOT_FOUND"
+    code = UserErrorCode.NOT_FOUND
 
 
 class InvalidState(DomainError):
-    code = "INVALID_STATE"
+    code = UserErrorCode.INVALID_STATE
 
 
 class NotJobOwner(DomainError):
-    code = "NOT_JOB_OWNER"
+    code = UserErrorCode.NOT_JOB_OWNER
 
 
 class NameTaken(DomainError):
-    code = "NAME_TAKEN"
+    code = UserErrorCode.NAME_TAKEN
 
 
 class InvalidSchedule(DomainError):
-    code = "INVALID_SCHEDULE"
+    code = UserErrorCode.INVALID_SCHEDULE

@@ -1,6 +1,6 @@
 """A job filter as the API gives it, checked and turned into storage's `JobFilter`.
 
-The schedule that enqueued a job is its producer (`service.schedules.producer_of`): a
+The schedule that enqueued a job is its producer (`service.models.producer_of`): a
 `schedule` condition is a condition on the producer.
 """
 
@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from queuelog.service import errors, validation
-from queuelog.service.models import Status
+from queuelog.service.models import Status, producer_of
 from queuelog.service.throughput import aware
 from queuelog.storage.filters import EVERY_JOB, JobFilter
 
@@ -59,9 +59,6 @@ def job_filter(given: FilterInput, field: Sequence[str] = ("filter",)) -> JobFil
     at = list(field)
     producer = given.producer
     if given.schedule is not None:
-        # Imported here: `service.schedules` builds on the job service, which reads filters.
-        from queuelog.service.schedules import producer_of
-
         scheduled = producer_of(given.schedule)
         if producer is not None and producer != scheduled:
             return NOTHING  # a schedule's jobs have its producer, and no other

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from queuelog.config import JobTypeConfig
 from queuelog.service import validation
@@ -29,9 +29,6 @@ from queuelog.storage.driver import JobRow
 from queuelog.storage.job_types import TypeState
 from queuelog.storage.scope import Scope
 from queuelog.storage.tx import Tx
-
-if TYPE_CHECKING:
-    from queuelog.service.jobs import JobService
 
 _ADMIN = Actor("admin", Role.ADMIN, max_priority=Priority.CRITICAL)
 _PRIORITIES = tuple(int(p) for p in Priority)
@@ -182,10 +179,19 @@ def _seed_row(cfg: JobTypeConfig, now: datetime) -> dict[str, Any]:
     }
 
 
+class Jobs(Protocol):
+    """What the job types need of the job service that owns them."""
+
+    db: Database
+    types: dict[str, JobTypeConfig]
+    clock: Callable[[], datetime]
+    limited_hint: LimitedHint
+
+
 class JobTypeService:
     """Pause, resume, limits and the `jobTypes` list, over the job service's database."""
 
-    def __init__(self, jobs: JobService) -> None:
+    def __init__(self, jobs: Jobs) -> None:
         self.jobs = jobs
         self.db = jobs.db
         # The wake-ups of this process's waiting claims (`events.claims`).

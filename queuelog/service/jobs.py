@@ -1,7 +1,7 @@
 """JobService: the writes of the queue: enqueues, claims, settlements, leases, retries and
 idempotency (its reads are in `service.reads`).
 
-No SQL here and no GraphQL: each write is a transition of `queuelog.lifecycle`, which
+No SQL here and no GraphQL: each write is a transition of `queuelog.domain.lifecycle`, which
 storage applies as a compare-and-set; this module decides which transition and its values,
 and what to tell a caller whose transition was refused (`service.ownership`). Every job it
 returns is shown as its caller may see it (`service.visibility`). Which role may call which
@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from queuelog.config import JobTypeConfig, Settings
-from queuelog.lifecycle import (
+from queuelog.domain.lifecycle import (
     COMPLETE,
     COMPLETED,
     FAIL,

@@ -1,5 +1,5 @@
 """The domain: priorities, roles, the acting principal, and jobs as the service hands them
-out. Statuses and their transitions are `queuelog.lifecycle`'s."""
+out. Statuses and their transitions are `queuelog.domain.lifecycle`'s."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import orjson
 
-from queuelog.lifecycle import Status
+from queuelog.domain.lifecycle import Status
+from queuelog.domain.roles import MAY, Capability, Role
 
 __all__ = ["Actor", "ApiKey", "EnqueueRequest", "Job", "JobEvent", "Page", "Priority", "Role"]
 __all__ += ["Status"]
@@ -28,15 +29,8 @@ _STATUSES = {s.value: s for s in Status}
 _PRIORITIES = {p.value: p for p in Priority}
 
 
-class Role(enum.Enum):
-    PRODUCER = "producer"
-    WORKER = "worker"
-    ADMIN = "admin"
-    VIEWER = "viewer"  # reads what an admin reads, changes nothing
-
-
-# The roles that may read everything (metrics, schedules): admin, and viewer where it exists.
-READERS = frozenset(r for r in Role if r.value in ("admin", "viewer"))
+# The roles that may read everything (metrics, schedules): `domain.roles` says which.
+READERS = frozenset(MAY[Capability.READ_ALL])
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,3 +172,16 @@ class ApiKey:
 
     def actor(self) -> Actor:
         return Actor(self.name, self.role, self.allowed_types, self.max_priority)
+
+
+PRODUCER_PREFIX = "schedule:"
+NAME_MAX = 100
+
+
+def producer_of(schedule: str) -> str:
+    return PRODUCER_PREFIX + schedule
+
+
+def schedule_of(producer: str) -> str | None:
+    """The schedule that enqueued a job of `producer`, if a schedule did."""
+    return producer[len(PRODUCER_PREFIX) :] if producer.startswith(PRODUCER_PREFIX) else None

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from queuelog.lifecycle import RELEASE, RUNNING, lost_by_rescue
+from queuelog.domain.lifecycle import RELEASE, RUNNING, lost_by_rescue
 from queuelog.service import errors
 from queuelog.service.models import Actor, Job
 from queuelog.service.visibility import may_see, shown

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from queuelog.lifecycle import Status
+from queuelog.domain.lifecycle import Status
 from queuelog.service.jobs import JobService
 from queuelog.storage import jobs as jobs_sql
 

@@ -19,23 +19,19 @@ import orjson
 from queuelog.config import ScheduleConfig
 from queuelog.service import errors, validation
 from queuelog.service.jobs import JobService
-from queuelog.service.models import Actor, EnqueueRequest, Job, Priority, Role
+from queuelog.service.models import (
+    NAME_MAX,
+    Actor,
+    EnqueueRequest,
+    Job,
+    Priority,
+    Role,
+    producer_of,
+)
 from queuelog.service.timing import timing
 from queuelog.storage import schedules as schedules_sql
 
 log = logging.getLogger("queuelog.schedules")
-
-PRODUCER_PREFIX = "schedule:"
-NAME_MAX = 100
-
-
-def producer_of(schedule: str) -> str:
-    return PRODUCER_PREFIX + schedule
-
-
-def schedule_of(producer: str) -> str | None:
-    """The schedule that enqueued a job of `producer`, if a schedule did."""
-    return producer[len(PRODUCER_PREFIX) :] if producer.startswith(PRODUCER_PREFIX) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from queuelog.config import JobTypeConfig
-from queuelog.lifecycle import ENQUEUE
+from queuelog.domain.lifecycle import ENQUEUE
 from queuelog.service import errors
 from queuelog.service.models import Actor, EnqueueRequest, Role
 

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 
-from queuelog.storage.dialects import Dialect
+from queuelog.storage.dialect import Dialect
 from queuelog.storage.tx import Tx
 
 

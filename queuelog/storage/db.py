@@ -38,10 +38,9 @@ from queuelog.storage.batches import (
     settle,
 )
 from queuelog.storage.checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
-from queuelog.storage.dialects import KEYS_CHANNEL as KEYS_CHANNEL  # where callers look
-from queuelog.storage.dialects import TYPES_CHANNEL as TYPES_CHANNEL
-from queuelog.storage.dialects import for_backend
-from queuelog.storage.engines import PostgresEngine, normalize_url, sqlite_engine
+from queuelog.storage.dialect import KEYS_CHANNEL as KEYS_CHANNEL  # where callers look
+from queuelog.storage.dialect import TYPES_CHANNEL as TYPES_CHANNEL
+from queuelog.storage.engines import PostgresEngine, for_backend, normalize_url, sqlite_engine
 from queuelog.storage.tx import Tx
 
 T = TypeVar("T")

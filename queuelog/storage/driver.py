@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from queuelog.lifecycle import Guard, Transition
+from queuelog.domain.lifecycle import Guard, Transition
 from queuelog.storage import counts
-from queuelog.storage.dialects import TIME_NAMES, JobRow
+from queuelog.storage.dialect import TIME_NAMES, JobRow
 from queuelog.storage.tx import EventRow, Tx
 
 __all__ = ["JobRow", "apply", "claim", "execute", "expired_leases", "get", "insert"]

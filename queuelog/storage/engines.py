@@ -17,7 +17,9 @@ from psycopg.types.string import TextLoader
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-from queuelog.storage.dialects.sqlite import JSON_CONTAINS, json_contains_text
+from queuelog.storage.dialect import Dialect
+from queuelog.storage.postgresql.dialect import PostgresDialect
+from queuelog.storage.sqlite.dialect import JSON_CONTAINS, SQLiteDialect, json_contains_text
 
 # A pooled PostgreSQL connection idle this long is checked before it is used again.
 PING_IDLE_SECONDS = 1.0
@@ -160,3 +162,10 @@ class PostgresEngine:
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.05)
+
+
+def for_backend(backend: str) -> Dialect:
+    """The dialect of a database URL's backend name."""
+    if backend == "sqlite":
+        return SQLiteDialect()
+    return PostgresDialect()

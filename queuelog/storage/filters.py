@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from queuelog.storage.tables import jobs
 
 if TYPE_CHECKING:
-    from queuelog.storage.dialects import Dialect
+    from queuelog.storage.dialect import Dialect
 
 J = jobs.c
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from queuelog.lifecycle import PENDING, Status
+from queuelog.domain.lifecycle import PENDING, Status
 from queuelog.storage import counts as counts_sql
 from queuelog.storage.filters import JobFilter
 from queuelog.storage.scope import Scope

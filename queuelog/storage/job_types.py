@@ -16,9 +16,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from queuelog.lifecycle import CLAIM, PENDING, RUNNING, Status
+from queuelog.domain.lifecycle import CLAIM, PENDING, RUNNING, Status
 from queuelog.storage import driver
-from queuelog.storage.dialects import TYPES_CHANNEL
+from queuelog.storage.dialect import TYPES_CHANNEL
 from queuelog.storage.driver import JobRow
 from queuelog.storage.scope import Scope
 from queuelog.storage.tables import job_counts, job_types, jobs

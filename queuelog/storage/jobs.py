@@ -1,4 +1,4 @@
-"""Every operation on `jobs`. Each transition of `queuelog.lifecycle` is applied as one
+"""Every operation on `jobs`. Each transition of `queuelog.domain.lifecycle` is applied as one
 compare-and-set on its source statuses (`apply`) and records its event.
 
 The hot statements (insert, get, claim, compare-and-set, rescue scan) go through
@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
 
-from queuelog.lifecycle import CLAIM, RUNNING, Status, Transition
+from queuelog.domain.lifecycle import CLAIM, RUNNING, Status, Transition
 from queuelog.storage import counts as counts_sql
 from queuelog.storage import driver, job_lists
 from queuelog.storage import events as events_sql

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
 
-from queuelog.storage.dialects import KEYS_CHANNEL
+from queuelog.storage.dialect import KEYS_CHANNEL
 from queuelog.storage.tables import api_keys
 from queuelog.storage.tx import Tx
 

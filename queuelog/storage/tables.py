@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine, UserDefinedType
 
-from queuelog.lifecycle import COMPLETED, FAILED, PENDING, RUNNING
+from queuelog.domain.lifecycle import COMPLETED, FAILED, PENDING, RUNNING
 
 metadata = sa.MetaData()
 

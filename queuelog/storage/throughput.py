@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from queuelog.lifecycle import COMPLETED, FAILED, PENDING, RUNNING
+from queuelog.domain.lifecycle import COMPLETED, FAILED, PENDING, RUNNING
 from queuelog.storage.scope import Scope
 from queuelog.storage.tables import THROUGHPUT_COUNTS, job_events, queuelog_meta, throughput_minutes
 from queuelog.storage.tx import Tx

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from sqlalchemy.engine import Connection
 
 if TYPE_CHECKING:
-    from queuelog.storage.dialects import Dialect
+    from queuelog.storage.dialect import Dialect
 
 
 class EventRow(NamedTuple):

@@ -15,12 +15,14 @@ import contextlib
 from queuelog.client.clients import AsyncClient
 from queuelog.client.models import ConnectionFailed, QueuelogError, Reported, Settlement
 from queuelog.client.reports import SETTLE_BATCH
+from queuelog.domain import codes
+from queuelog.domain.codes import ErrorCode
 
 Answer = Reported
 Ready = tuple[Settlement, "asyncio.Future[Answer]"]
 # Errors worth retrying: the server was unreachable, restarting or busy.
-TRANSIENT = ("CONNECTION_FAILED", "RATE_LIMITED", "HTTP_502", "HTTP_503", "HTTP_504")
-TOO_COMPLEX = "QUERY_TOO_COMPLEX"  # a server with lower query limits than the default
+TRANSIENT = codes.TRANSIENT
+TOO_COMPLEX = ErrorCode.QUERY_TOO_COMPLEX  # a server with lower query limits than the default
 
 
 def transient(exc: Exception) -> bool:

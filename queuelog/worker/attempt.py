@@ -17,6 +17,7 @@ from typing import Any
 from queuelog.client.backoff import Backoff
 from queuelog.client.clients import AsyncClient
 from queuelog.client.models import Job, JobStatus, QueuelogError, Settlement, UserError
+from queuelog.domain.codes import UserErrorCode
 from queuelog.worker.acks import Acks, transient
 from queuelog.worker.job import PermanentError, RunningJob, has_progress
 
@@ -24,10 +25,6 @@ log = logging.getLogger("queuelog.worker")
 Handler = Callable[[RunningJob], Any]
 PROGRESS_INTERVAL = 0.2  # the earliest a reported progress goes out after the last heartbeat
 BEAT_MIN = 0.2  # seconds between heartbeats at the least, whatever lease a server grants
-
-
-class Stopped(Exception):
-    """Why an attempt ends without the handler's own outcome."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +263,7 @@ class Attempt:
     def _refused(self, exc: UserError) -> None:
         if exc.job is not None and exc.job.status == JobStatus.CANCELLED:
             self.stop("CANCELLED")
-        elif exc.code in ("NOT_JOB_OWNER", "NOT_FOUND"):
+        elif exc.code in (UserErrorCode.NOT_JOB_OWNER, UserErrorCode.NOT_FOUND):
             self.stop("lease lost")
         # Other refusals (the job already settled by this attempt's report) end the beats.
 
@@ -302,9 +299,13 @@ class Attempt:
         first try reached the server, a cancel, or a lost lease."""
         if status == JobStatus.CANCELLED:
             self._log("CANCELLED")
-        elif exc.code == "INVALID_STATE" and outcome.completed and status == JobStatus.COMPLETED:
+        elif (
+            exc.code == UserErrorCode.INVALID_STATE
+            and outcome.completed
+            and status == JobStatus.COMPLETED
+        ):
             self._log("COMPLETED")
-        elif exc.code == "INVALID_STATE" and not outcome.completed:
+        elif exc.code == UserErrorCode.INVALID_STATE and not outcome.completed:
             self._log("FAILED", outcome.error)
         else:
             self._log("lease lost", str(exc))

@@ -15,16 +15,13 @@ import contextlib
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from queuelog.client.backoff import Backoff
 from queuelog.client.clients import AsyncClient
 from queuelog.client.models import Job, QueuelogError
 from queuelog.worker.acks import TOO_COMPLEX, Acks, Ready, answered, failed, transient
 from queuelog.worker.attempt import Attempt
-
-if TYPE_CHECKING:
-    from queuelog.worker.worker import Worker
 
 log = logging.getLogger("queuelog.worker")
 IDLE_POLL_CAP = 0.5  # between empty claims, when the server cannot wait for a job itself
@@ -33,10 +30,33 @@ REPORT_HOLD = 0.005  # seconds ready reports wait, with no slot free, for a clai
 IN_FLIGHT_AHEAD = 2  # claims on their way at once while claiming ahead (else one)
 
 
+class Host(Protocol):
+    """What the claims need of the worker they claim for (`queuelog.worker.Worker`)."""
+
+    concurrency: int
+    carry: bool
+    lease_seconds: int | None
+    wait_seconds: int
+
+    def ahead(self) -> int: ...
+
+    def handler_ran(self, seconds: float) -> None: ...
+
+    def attempt(
+        self,
+        client: AsyncClient,
+        acks: Acks,
+        job: Job,
+        received: float,
+        claims: ClaimLoop,
+        after: Attempt | None = None,
+    ) -> Attempt: ...
+
+
 class ClaimLoop:
     def __init__(
         self,
-        worker: Worker,
+        worker: Host,
         client: AsyncClient,
         acks: Acks,
         types: list[str],

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from queuelog.dashboard import ASSETS_DIR
+from queuelog.edge.dashboard import ASSETS_DIR
 from tests.support import LiveServer
 
 ASSETS = sorted(p.name for p in (ASSETS_DIR / "assets").iterdir())

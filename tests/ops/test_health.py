@@ -8,9 +8,11 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 
+from queuelog import fences
 from queuelog.config import Settings
-from queuelog.health import Readiness
+from queuelog.edge.health import Readiness
 from queuelog.runtime import open_services
 from queuelog.storage.db import Database
 from queuelog.storage.migrate import head_revision, migrate
@@ -25,11 +27,32 @@ async def test_health_and_readiness_need_no_key(live: tuple[LiveServer, str]) ->
         ready = await client.get(f"{base}/readyz")
     assert health.status_code == 200 and health.json() == {"status": "ok"}
     assert ready.status_code == 200
-    assert ready.json() == {"status": "ok", "migration": head_revision()}
+    assert ready.json() == {
+        "status": "ok",
+        "migration": head_revision(),
+        "fences": {
+            "bounded_http_protocol": "on",
+            "strict_websocket": "on",
+            "prepared_operations": "on",
+        },
+    }
+
+
+def test_readiness_says_which_fences_are_off(
+    monkeypatch: pytest.MonkeyPatch, settings: Settings
+) -> None:
+    from queuelog.fences import uvicorn_http
+
+    monkeypatch.setattr(uvicorn_http, "TESTED", {"uvicorn": "==0.0.1"})
+    off = settings.model_copy(update={"strict_websocket": False})
+    states = fences.states(off)
+    assert states["strict_websocket"] == "switched off"
+    assert states["bounded_http_protocol"].startswith("unavailable: it was not tested with uvicorn")
+    assert states["prepared_operations"] == "on"
 
 
 async def _readiness(db: Database) -> tuple[int, dict[str, Any]]:
-    response = await Readiness(db).respond(None)  # type: ignore[arg-type]  # it reads none
+    response = await Readiness(db, Settings()).respond(None)  # type: ignore[arg-type]  # it reads none
     return response.status_code, orjson.loads(bytes(response.body))
 
 

@@ -27,7 +27,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from queuelog.lifecycle import COMPLETED, RUNNING
+from queuelog.domain.lifecycle import COMPLETED, RUNNING
 from queuelog.storage.engines import normalize_url
 from queuelog.storage.tables import jobs
 from tests.support import LiveServer, live_server

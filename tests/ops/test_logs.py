@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from queuelog.logs import CURRENT, JsonFormatter, RequestInfo
+from queuelog.edge.logs import CURRENT, JsonFormatter, RequestInfo
 from tests.support import ADMIN_SECRET, LiveServer, free_port
 
 PAYLOAD_MARK = "payload-mark-7d1f"

@@ -181,19 +181,26 @@ async def test_an_expired_lease_is_counted(
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-async def test_metrics_need_an_admin_key(live: tuple[LiveServer, str]) -> None:
+async def test_metrics_need_an_admin_or_viewer_key(live: tuple[LiveServer, str]) -> None:
     server, key = live
     url = server.url.replace("/graphql", "/metrics")
-    worker = await gql(
+    made = await gql(
         server,
         key,
-        'mutation { createApiKey(input: {name: "w", role: WORKER}) { secret } }',
+        'mutation { w: createApiKey(input: {name: "w", role: WORKER}) { secret } '
+        'v: createApiKey(input: {name: "v", role: VIEWER}) { secret } }',
     )
     async with httpx.AsyncClient() as client:
-        assert (await client.get(url)).status_code == 401
-        headers = {"Authorization": f"Bearer {worker['createApiKey']['secret']}"}
-        assert (await client.get(url, headers=headers)).status_code == 403
+        anonymous = await client.get(url)
+        assert anonymous.status_code == 401
+        assert "an admin or viewer key" in anonymous.text
+        headers = {"Authorization": f"Bearer {made['w']['secret']}"}
+        refused = await client.get(url, headers=headers)
+        assert refused.status_code == 403
+        assert "this needs an admin or viewer key; yours is a worker key" in refused.text
         assert (await client.get(url, headers={"Authorization": f"Bearer {key}"})).is_success
+        viewer = {"Authorization": f"Bearer {made['v']['secret']}"}
+        assert (await client.get(url, headers=viewer)).is_success
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from queuelog.runtime import Services
 from queuelog.service.errors import InvalidSchedule
 from queuelog.service.jobs import JobService
-from queuelog.service.schedules import ScheduleRequest, ScheduleService, schedule_of
+from queuelog.service.models import schedule_of
+from queuelog.service.schedules import ScheduleRequest, ScheduleService
 from queuelog.storage.tables import jobs
 
 T0 = datetime(2026, 12, 1, 12, 0, 0, 500_000, tzinfo=UTC)

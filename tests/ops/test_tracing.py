@@ -10,14 +10,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from queuelog.app import create_app
 from queuelog.config import Settings
+from queuelog.edge.app import create_app
 from queuelog.runtime import Services
 from queuelog.service.models import Priority, Role
 
 OFF = """
 import sys
-from queuelog.app import create_app
+from queuelog.edge.app import create_app
 from queuelog.config import Settings
 create_app(Settings(database_url=sys.argv[1]))
 tracing = ("opentelemetry", "strawberry.extensions.tracing")

@@ -1,4 +1,4 @@
-"""The prepared path (`queuelog/schema/fastpath/`, `execute_prepared`) answers
+"""The prepared path (`queuelog/api/fastpath/`, `execute_prepared`) answers
 exactly what strawberry's generic path answers.
 
 A differential harness: one scripted sequence of requests runs twice through the real ASGI

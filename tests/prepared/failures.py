@@ -8,8 +8,8 @@ from typing import Any
 
 from graphql import GraphQLError
 
-from queuelog import graphql_types as types
-from queuelog.auth.permissions import AdminOnly, Authenticated
+from queuelog.api.types import jobs as types
+from queuelog.auth.permissions import Authenticated, MayManage
 from queuelog.service.jobs import JobService
 from tests.prepared.documents import (
     API_KEYS,
@@ -96,10 +96,10 @@ async def unexpected_exceptions(run: Run, running: str) -> None:
             {"input": {"type": "email"}},
             key="producer",
         )
-    with patched(AdminOnly, "has_permission", lambda self, source, info, **kw: False):
+    with patched(MayManage, "has_permission", lambda self, source, info, **kw: False):
         await post("a permission says no", API_KEYS, key="admin")
         await post("a permission says no, mutation", REVOKE_KEY, {"name": "x"}, key="admin")
-    with patched(AdminOnly, "has_permission", lambda self, source, info, **kw: "yes"):
+    with patched(MayManage, "has_permission", lambda self, source, info, **kw: "yes"):
         await post("a permission answers a string", API_KEYS, key="admin")
     with patched(Authenticated, "has_permission", returns(True)):
         await post("an awaitable permission, async resolver", JOB, {"id": running}, key="admin")
@@ -257,7 +257,7 @@ async def leaves_and_lists(run: Run, running: str) -> None:
 async def root_fields(run: Run) -> None:
     """A root field coming back null or not coercing."""
     post, patched = run.post, run.patched
-    from queuelog.resolvers import mutations, queries
+    from queuelog.api.resolvers import mutations, queries
 
     with patched(queries, "QueueStats", lambda **counts: None):
         await post("a null non-null root field", STATS, None, key="admin")

@@ -20,12 +20,12 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from queuelog.app import create_app
+from queuelog.api.fastpath.prepared import Prepared, PreparedOperations
+from queuelog.api.schema import QueuelogSchema
 from queuelog.config import Settings
-from queuelog.schema.fastpath.prepared import Prepared, PreparedOperations
-from queuelog.schema.schema import QueuelogSchema
+from queuelog.edge.app import create_app
+from queuelog.edge.view import SpecGraphQL
 from queuelog.service.models import Priority, Role
-from queuelog.view import SpecGraphQL
 from tests.support import database_url
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"

@@ -3,11 +3,11 @@ invalid."""
 
 from __future__ import annotations
 
+from queuelog.api.extension import parse_document, validate_document
+from queuelog.api.fastpath.prepared import PreparedOperations
+from queuelog.api.schema import build_schema
 from queuelog.config import Settings
-from queuelog.schema.extension import parse_document, validate_document
-from queuelog.schema.fastpath.compat import graphql_schema as graphql_schema_of
-from queuelog.schema.fastpath.prepared import PreparedOperations
-from queuelog.schema.schema import build_schema
+from queuelog.fences.graphql_core import graphql_schema as graphql_schema_of
 
 
 def _operations(size: int) -> PreparedOperations:

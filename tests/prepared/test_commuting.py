@@ -3,9 +3,9 @@ change different jobs, the job read as the resolvers read an id."""
 
 from __future__ import annotations
 
+from queuelog.api.fastpath.prepared import _independent_arguments
+from queuelog.api.schema import build_schema
 from queuelog.config import Settings
-from queuelog.schema.fastpath.prepared import _apart
-from queuelog.schema.schema import build_schema
 
 SCHEMA = build_schema(Settings(job_types=("email",)))
 
@@ -16,7 +16,7 @@ def runs(document: str) -> list[tuple[list[str], bool]]:
     prepared = SCHEMA.prepared.get(document, None)
     assert prepared is not None
     return [
-        ([r.key for r in run], _apart(run, prepared.commuting, {}) is not None)
+        ([r.key for r in run], _independent_arguments(run, prepared.commuting, {}) is not None)
         for run in prepared.runs
     ]
 

@@ -8,10 +8,10 @@ import logging
 
 import pytest
 
+from queuelog.api.extension import parse_document, validate_document
+from queuelog.api.schema import build_schema
 from queuelog.config import Settings
-from queuelog.schema.extension import parse_document, validate_document
-from queuelog.schema.fastpath.compat import graphql_schema
-from queuelog.schema.schema import build_schema
+from queuelog.fences.graphql_core import graphql_schema
 
 DOCUMENTS = [
     "{ viewer { name role } }",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from graphql import Undefined
 
-from queuelog import graphql_types as types
+from queuelog.api.types import jobs as types
 from queuelog.auth.permissions import Authenticated
 from tests.prepared.documents import JOB, REVOKE_KEY, VIEWER, seed
 from tests.prepared.harness import Run, Script, differential, run_once

@@ -13,14 +13,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from queuelog.app import create_app
+from queuelog.api import fastpath
+from queuelog.api.fastpath.prepared import PreparedOperations
+from queuelog.api.schema import QueuelogSchema, build_schema
 from queuelog.config import Settings
-from queuelog.schema import fastpath
-from queuelog.schema.fastpath import compat
-from queuelog.schema.fastpath.prepared import PreparedOperations
-from queuelog.schema.schema import QueuelogSchema, build_schema
+from queuelog.edge.app import create_app
+from queuelog.fences import graphql_core as compat
+from queuelog.fences.versions import untested_versions
 from queuelog.service.models import Role
-from queuelog.tested_versions import untested_versions
 
 VIEWER = "{ viewer { name role } }"
 
@@ -81,7 +81,7 @@ async def test_switched_off_everything_is_served_the_generic_way(
 async def test_an_untested_version_warns_once_and_serves_the_generic_way(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(compat, "TESTED", {**compat.TESTED, "strawberry-graphql": ("0.1.0",)})
+    monkeypatch.setattr(compat, "TESTED", {**compat.TESTED, "strawberry-graphql": "==0.1.0"})
     caplog.set_level(logging.WARNING, "queuelog.fastpath")
     assert _generic(build_schema(Settings()))
     assert _generic(build_schema(Settings()))
@@ -106,7 +106,7 @@ def test_a_fast_path_module_that_fails_to_load_falls_back(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A None entry makes the import raise ImportError, as a moved private name would.
-    monkeypatch.setitem(sys.modules, "queuelog.schema.fastpath.engine", None)
+    monkeypatch.setitem(sys.modules, "queuelog.api.fastpath.engine", None)
     caplog.set_level(logging.WARNING, "queuelog.fastpath")
     assert _generic(build_schema(Settings()))
     (warning,) = [r for r in caplog.records if r.name == "queuelog.fastpath"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from queuelog import cli
+from queuelog.cli import main as cli
 from queuelog.runtime import Services
 from queuelog.service.models import Actor, EnqueueRequest
 from queuelog.service.retention import prune

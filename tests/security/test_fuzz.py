@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_graphql import Mode, from_schema, nodes
 
-from queuelog.schema.schema import build_schema
+from queuelog.api.schema import build_schema
 from tests.security.conftest import start
 from tests.security.http import send
 from tests.support import ADMIN_SECRET, BACKENDS, LiveServer

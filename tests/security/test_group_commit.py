@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from queuelog.lifecycle import CANCEL
+from queuelog.domain.lifecycle import CANCEL
 from queuelog.runtime import Services
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
+from queuelog.api.schema import build_schema
 from queuelog.config import Settings
-from queuelog.schema.schema import build_schema
 from tests.security.http import GRAPHQL_RESPONSE, send
 from tests.support import ADMIN_SECRET, LiveServer
 

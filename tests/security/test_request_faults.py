@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from queuelog.schema import measures
+from queuelog.api import measures
 from tests.security.http import CLIENT, GRAPHQL_RESPONSE, send
 from tests.security.wsops import PROTOCOLS, errors_of, first_answer
 from tests.subscriptions.wsclient import claim, enqueue

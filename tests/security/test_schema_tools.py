@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from graphql import get_introspection_query
 
-from queuelog.schema.schema import build_schema
+from queuelog.api.schema import build_schema
 from tests.security.http import send
 from tests.support import ADMIN_SECRET, LiveServer
 

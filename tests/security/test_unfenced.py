@@ -14,10 +14,10 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from queuelog import serving, websocket
 from queuelog.config import Settings
+from queuelog.edge import serving, websocket
 from queuelog.fences import strawberry_ws, uvicorn_http
-from queuelog.tested_versions import untested_versions
+from queuelog.fences.versions import untested_versions
 from tests.security.conftest import start
 from tests.security.http import send
 from tests.subscriptions.wsclient import PROTOCOL, WS, claim, complete, enqueue, ws
@@ -77,7 +77,7 @@ def test_an_unusable_http_fence_falls_back_with_one_warning(
     cause: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     if cause == "untested version":
-        monkeypatch.setattr(uvicorn_http, "TESTED", {"uvicorn": ("0.0.1",)})
+        monkeypatch.setattr(uvicorn_http, "TESTED", {"uvicorn": "==0.0.1"})
     else:
         monkeypatch.setattr(uvicorn_http, "MISSING", "ImportError: no httptools_impl")
     with caplog.at_level(logging.WARNING, "queuelog.fences"):
@@ -90,10 +90,10 @@ def test_an_unusable_http_fence_falls_back_with_one_warning(
 
 
 def test_untested_versions_names_the_installed_one() -> None:
-    assert untested_versions({"uvicorn": ("0.0.1",)}) == [
+    assert untested_versions({"uvicorn": "==0.0.1"}) == [
         f"uvicorn {__import__('uvicorn').__version__}"
     ]
-    assert untested_versions({"no-such-distribution-here": ("1",)}) == [
+    assert untested_versions({"no-such-distribution-here": "==1"}) == [
         "no-such-distribution-here (not installed)"
     ]
 
@@ -135,7 +135,11 @@ def test_unfenced_headers_past_the_parser_limit_are_refused(unfenced: LiveServer
 def test_the_websocket_fence_is_used_when_on_and_tested(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, "queuelog.fences"):
         handlers = websocket.handler_classes(strict=True)
-    assert handlers == (strawberry_ws.TransportWSHandler, strawberry_ws.LegacyWSHandler)
+    assert handlers is not None
+    transport, legacy = handlers
+    assert issubclass(transport, strawberry_ws.TransportWSHandler)
+    assert issubclass(legacy, strawberry_ws.LegacyWSHandler)
+    assert transport.rules is websocket and legacy.rules is websocket
     assert caplog.records == []
 
 
@@ -152,7 +156,7 @@ def test_an_unusable_websocket_fence_falls_back_with_one_warning(
     cause: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     if cause == "untested version":
-        monkeypatch.setattr(strawberry_ws, "TESTED", {"strawberry-graphql": ("0.1.0",)})
+        monkeypatch.setattr(strawberry_ws, "TESTED", {"strawberry-graphql": "==0.1.0"})
     else:  # importing the module fails, as when a release moves a handler
         monkeypatch.setitem(sys.modules, "queuelog.fences.strawberry_ws", None)
     with caplog.at_level(logging.WARNING, "queuelog.fences"):

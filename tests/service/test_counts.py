@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from queuelog.lifecycle import Status
+from queuelog.domain.lifecycle import Status
 from queuelog.service import errors, retention
 from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor, EnqueueRequest, Role

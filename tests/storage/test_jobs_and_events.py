@@ -11,7 +11,7 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from queuelog.lifecycle import CANCEL, COMPLETE
+from queuelog.domain.lifecycle import CANCEL, COMPLETE
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database

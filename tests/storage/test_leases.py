@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from queuelog.lifecycle import CANCEL, COMPLETE, HEARTBEAT
+from queuelog.domain.lifecycle import CANCEL, COMPLETE, HEARTBEAT
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
 from tests.storage.plans import Captured, pg_generic_plan, pg_nodes, sqlite_plan

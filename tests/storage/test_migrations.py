@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-from queuelog.lifecycle import Status
+from queuelog.domain.lifecycle import Status
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database, normalize_url
 from queuelog.storage.migrate import SCRIPTS, migrate

@@ -18,7 +18,7 @@ from queuelog.storage import engines
 from queuelog.storage import events as events_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
-from queuelog.storage.dialects import COLUMNS
+from queuelog.storage.dialect import COLUMNS
 from queuelog.storage.tx import Tx
 from tests.storage.plans import plans_kept
 from tests.storage.rows import job, table_counts

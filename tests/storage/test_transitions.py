@@ -1,5 +1,5 @@
 """Storage conformance: every transition of the state machine, driven from its table in
-`queuelog.lifecycle`, so that the table and what storage does cannot drift apart. For each
+`queuelog.domain.lifecycle`, so that the table and what storage does cannot drift apart. For each
 compare-and-set transition and each status a job may be in: applied from the transition's
 sources only, setting exactly its columns (and clearing its cleared ones), passing its
 guard, and recording its event."""
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import queuelog
-from queuelog.lifecycle import (
+from queuelog.domain.lifecycle import (
     CLAIM,
     COMPARE_AND_SET,
     ENQUEUE,

@@ -14,9 +14,9 @@ import pytest
 from graphql import ExecutionResult, OperationDefinitionNode, parse
 from graphql.execution.executor import Executor as GraphQLExecutor
 
-from queuelog.graphql_types import JobEvent
+from queuelog.api.fastpath.executor import SharedEvents
+from queuelog.api.types.jobs import JobEvent
 from queuelog.runtime import Services
-from queuelog.schema.fastpath.executor import SharedEvents
 from queuelog.service.models import Actor, EnqueueRequest, Role
 from queuelog.storage import jobs as jobs_sql
 from tests.inprocess import until

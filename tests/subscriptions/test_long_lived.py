@@ -11,8 +11,8 @@ import tracemalloc
 
 import pytest
 
+from queuelog.api.fastpath.executor import SharedEvents
 from queuelog.runtime import Services
-from queuelog.schema.fastpath.executor import SharedEvents
 from queuelog.service.models import Actor, EnqueueRequest, Role
 from tests.inprocess import until
 from tests.subscriptions.wsclient import WS, ws

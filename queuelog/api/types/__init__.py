@@ -1,0 +1,1 @@
+"""Strawberry types of the contract: jobs and keys (`jobs`), the operators' queues (`queues`)."""

@@ -1,1 +1,0 @@
-"""Strawberry types and the assembled Schema."""

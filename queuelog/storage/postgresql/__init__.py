@@ -1,0 +1,1 @@
+"""PostgreSQL: its dialect (the hot statements as PostgreSQL spells them)."""

@@ -1,0 +1,1 @@
+"""SQLite: its dialect (the hot statements as SQLite spells them)."""
