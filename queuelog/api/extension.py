@@ -69,7 +69,7 @@ class _LongIntegers(Visitor):
                 f"an integer literal of {digits} digits is longer than any value this API "
                 f"takes (at most {INT_LITERAL_DIGITS} digits)",
                 node,
-                extensions={"code": "GRAPHQL_VALIDATION_FAILED"},
+                extensions={"code": ErrorCode.GRAPHQL_VALIDATION_FAILED},
             )
 
 
@@ -113,7 +113,7 @@ def operation_name_refusal(
             return None
         return GraphQLError(
             f"Unknown operation named {json.dumps(operation_name)}.",
-            extensions={"code": "BAD_USER_INPUT", "field": ["operationName"]},
+            extensions={"code": ErrorCode.BAD_USER_INPUT, "field": ["operationName"]},
         )
     if len(operations) < 2:
         return None
