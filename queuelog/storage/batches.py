@@ -53,7 +53,9 @@ def run_calls(tx: Tx, calls: list[Call]) -> list[Outcome]:
     over all their rows: concurrent inserts become one statement, and on PostgreSQL, where
     that statement takes the event-order lock (held until COMMIT), the other writes of the
     transaction run before it, not under it. (The writes of one batch were queued
-    concurrently: no caller can tell the order they ran in.)
+    concurrently: no caller can tell the order they ran in.) They run with `tx.closing`
+    set, so a `Rows` function must take no lock but the event-order lock
+    (docs/design.md, "Lock order").
 
     With more than one call, a call that raises costs only itself: it is undone to its own
     savepoint and gets its error, the rest go on (a `Rows` call that raises runs again for
@@ -67,6 +69,7 @@ def run_calls(tx: Tx, calls: list[Call]) -> list[Outcome]:
             groups.setdefault(call.fn, []).append((i, call))
         else:
             outcomes[i] = _run(tx, call, guarded)
+    tx.closing = bool(groups)
     for fn, members in groups.items():
         ok, out = _run(tx, functools.partial(_all_rows, fn, members), guarded)
         if not ok and len(members) > 1:  # whose rows failed? each writer's apart

@@ -59,7 +59,7 @@ def _inserted(values: Sequence[Mapping[str, Any]], ids: Iterable[int]) -> list[J
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
     """Insert jobs (every row with the first row's columns; a column left out is NULL),
     rows back in input order. Where the dialect inserts their creation events with them
-    (`inserts_events_with_jobs`), they are in too."""
+    (`inserts_events_with_jobs`, in a `closing` transaction), they are in too."""
     return _inserted(values, tx.dialect.insert_jobs(tx, values))
 
 

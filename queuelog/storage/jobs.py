@@ -48,7 +48,7 @@ def _idempotent_insert(tx: Tx) -> Any:
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
     """Insert jobs (none with an idempotency key), in order, recording their creation."""
     rows = driver.insert(tx, values)
-    if not tx.dialect.inserts_events_with_jobs:
+    if not (tx.dialect.inserts_events_with_jobs and tx.closing):
         for row in rows:
             tx.record(row, None)
     return rows

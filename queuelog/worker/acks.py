@@ -18,14 +18,22 @@ from queuelog.client.reports import SETTLE_BATCH
 
 Answer = Reported
 Ready = tuple[Settlement, "asyncio.Future[Answer]"]
-# Errors worth retrying: the server was unreachable, restarting or busy.
-TRANSIENT = ("CONNECTION_FAILED", "RATE_LIMITED", "HTTP_502", "HTTP_503", "HTTP_504")
+# Errors worth retrying: the server was unreachable, restarting, busy, or failed this
+# request (a fault, a transaction it gave up on, a timeout), and any HTTP 5xx. The worker
+# backs off and carries on; the jobs it holds keep their heartbeats and their reports.
+TRANSIENT = (
+    "CONNECTION_FAILED",
+    "RATE_LIMITED",
+    "INTERNAL_SERVER_ERROR",
+    "TRY_AGAIN",
+    "EXECUTION_TIMEOUT",
+)
 TOO_COMPLEX = "QUERY_TOO_COMPLEX"  # a server with lower query limits than the default
 
 
 def transient(exc: Exception) -> bool:
     return isinstance(exc, ConnectionFailed) or (
-        isinstance(exc, QueuelogError) and exc.code in TRANSIENT
+        isinstance(exc, QueuelogError) and (exc.code in TRANSIENT or exc.code.startswith("HTTP_5"))
     )
 
 
