@@ -42,7 +42,7 @@ _LONG_DIGIT_BYTES = re.compile(rb"\d{19}")
 UNSET: Any = strawberry.UNSET
 _HTTP_CODES = {405: "METHOD_NOT_ALLOWED", 406: "NOT_ACCEPTABLE", 415: "UNSUPPORTED_MEDIA_TYPE"}
 # Request errors (no `data`) whose status is not 400.
-_STATUS_BY_CODE = {"EXECUTION_TIMEOUT": 503, "TRY_AGAIN": 503, "INTERNAL_SERVER_ERROR": 500}
+_STATUS_BY_CODE = {"EXECUTION_TIMEOUT": 503, "INTERNAL_SERVER_ERROR": 500}
 
 
 def _plain_json(content_type: str | None) -> bool:
