@@ -98,7 +98,7 @@ def _run(tx: Tx, call: Callable[[Tx], Any], guarded: bool) -> Outcome:
     """`call`'s outcome; `guarded`: under a savepoint, undone to it if it raises."""
     if not guarded:
         return True, call(tx)
-    events, done, appended = len(tx.events), set(tx.done), tx.appended
+    events, deltas, done, appended = len(tx.events), len(tx.deltas), set(tx.done), tx.appended
     cur = tx.driver_cursor()
     cur.execute(tx.dialect.SAVEPOINT)
     try:
@@ -111,6 +111,7 @@ def _run(tx: Tx, call: Callable[[Tx], Any], guarded: bool) -> Outcome:
         except Exception:
             raise exc from None
         del tx.events[events:]
+        del tx.deltas[deltas:]
         tx.done, tx.appended = done, appended
         return False, exc
 

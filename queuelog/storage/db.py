@@ -330,7 +330,7 @@ class Database:
                 tx = Tx(conn, self.sql)
                 with batches.marking_lost(tx, retry):
                     outcomes = run_calls(tx, calls)
-                    if tx.events:
+                    if tx.events or tx.deltas:
                         self._append_events(tx)
                 committing = True
         except Exception as exc:

@@ -71,6 +71,7 @@ def retrying(
             if attempt == tries:
                 log.warning("transaction ended for a conflict (%s) %d times: gave up", state, tries)
                 raise Contended(tries, state) from exc
-            log.info("transaction ended for a conflict (%s): running it again", state)
+            # A warning: with the lock order kept, a deadlock is a bug worth seeing.
+            log.warning("transaction ended for a conflict (%s): running it again", state)
             sleep(random.uniform(0, BACKOFF_FIRST * 2 ** (attempt - 1)))
     raise AssertionError("unreachable")  # the loop returns or raises

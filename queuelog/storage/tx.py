@@ -33,6 +33,9 @@ class Tx:
     conn: Connection
     dialect: Dialect
     events: list[EventRow] = field(default_factory=list)
+    # Job-count changes of work that appends no event (a prune's): applied with the events,
+    # under the event-order lock, as every counter change is.
+    deltas: list[tuple[str, str, str, int]] = field(default_factory=list)
     cursor: Any = None  # the driver's cursor, once `driver_cursor` has been asked for it
     xid: str | None = None  # PostgreSQL: the transaction's id, once it appends events
     appended: bool = False  # events went in with the statement that made them (PostgreSQL)
