@@ -7,6 +7,7 @@ every worker is alive to the end and drains on SIGTERM."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import signal
 import threading
@@ -21,7 +22,7 @@ from tests.workers.test_processes import Workers, all_jobs, wait_for
 
 pytestmark = pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 LIMIT = 8
-PRODUCERS = 4
+PRODUCERS = 6
 PRODUCING = 12.0  # seconds the producers enqueue for
 LIMITS = """mutation($t: String!, $l: JobTypeLimitsInput!) {
   setJobTypeLimits(type: $t, limits: $l) { userErrors { code field } } }"""
@@ -47,29 +48,39 @@ def test_limited_claims_on_two_replicas_with_producers_never_deadlock(
     pools = [Workers(server, job_type, tmp_path / f"r{i}") for i, server in enumerate(replicas)]
     for pool in pools:
         pool.tmp_path.mkdir()
-    procs = [pool.start(worker_key, "--concurrency", "4") for pool in pools for _ in range(2)]
+    # Claims that come back empty at the limit wait on the server (no prefetch): enqueues
+    # then claim for them in their own transaction (the hand-off), beside limited claims.
+    procs = [
+        pool.start(worker_key, "--concurrency", "4", "--prefetch", "0")
+        for pool in pools
+        for _ in range(2)
+    ]
     stop = threading.Event()
     enqueued: list[str] = []
     over_limit: list[int] = []
     errors: list[BaseException] = []
+    keys = itertools.count()
 
     def produce(i: int) -> None:
         rng = random.Random(i)
         server = replicas[i % 2]
         try:
             while not stop.is_set():
-                payload = {"sleep": rng.choice((0, 0.005, 0.02))}
+                job = {"type": job_type, "payload": {"sleep": rng.choice((0.005, 0.02, 0.05))}}
                 if rng.random() < 0.5:
-                    got = server.gql(
-                        ENQUEUE, {"i": {"type": job_type, "payload": payload}}, producer
-                    )
+                    got = server.gql(ENQUEUE, {"i": job}, producer)
                     ids = [got["enqueueJob"]["job"]["id"]]
-                else:
-                    inputs = [{"type": job_type, "payload": payload}] * rng.randint(2, 6)
+                else:  # some with idempotency keys: then the batch is a write of its own
+                    inputs = [
+                        {**job, "idempotencyKey": f"{i}-{next(keys)}"}
+                        if rng.random() < 0.5
+                        else job
+                        for _ in range(rng.randint(2, 6))
+                    ]
                     got = server.gql(ENQUEUE_MANY, {"inputs": inputs}, producer)
                     ids = [j["id"] for j in got["enqueueJobs"]["jobs"]]
                 enqueued.extend(ids)
-                time.sleep(rng.uniform(0, 0.01))
+                time.sleep(rng.uniform(0.01, 0.05))
         except BaseException as exc:
             errors.append(exc)
 
