@@ -41,6 +41,7 @@ from queuelog.storage.checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from queuelog.storage.dialect import KEYS_CHANNEL as KEYS_CHANNEL  # where callers look
 from queuelog.storage.dialect import TYPES_CHANNEL as TYPES_CHANNEL
 from queuelog.storage.engines import PostgresEngine, for_backend, normalize_url, sqlite_engine
+from queuelog.storage.retry import retrying
 from queuelog.storage.tx import Tx
 
 T = TypeVar("T")
@@ -138,7 +139,7 @@ class Database:
                 with batches.marking_lost(tx, retry):
                     return fn(tx, *a, **k)
 
-        return self._once_more_if_lost(read)
+        return retrying(lambda: self._once_more_if_lost(read))
 
     def _once_more_if_lost(self, run: Callable[[bool], T]) -> T:
         """`run(True)`; if its connection was dead (a server restart, an idle timeout)
@@ -318,7 +319,8 @@ class Database:
                 conn.close()
 
     def _run_together(self, calls: list[Call]) -> list[Outcome]:
-        return self._once_more_if_lost(functools.partial(self._run_once, calls))
+        """Every write transaction runs here; one ended for a conflict runs again (`retry`)."""
+        return retrying(lambda: self._once_more_if_lost(functools.partial(self._run_once, calls)))
 
     def _run_once(self, calls: list[Call], retry: bool) -> list[Outcome]:
         committing = False
@@ -327,7 +329,7 @@ class Database:
                 tx = Tx(conn, self.sql)
                 with batches.marking_lost(tx, retry):
                     outcomes = run_calls(tx, calls)
-                    if tx.events:
+                    if tx.events or tx.deltas:
                         self._append_events(tx)
                 committing = True
         except Exception as exc:

@@ -119,7 +119,9 @@ class Dialect:
     SAVEPOINT: ClassVar[str] = "SAVEPOINT queuelog_write"
     ROLLBACK_TO_SAVEPOINT: ClassVar[str] = "ROLLBACK TO SAVEPOINT queuelog_write"
     notifies: ClassVar[bool] = False  # whether other processes are told of commits
-    inserts_events_with_jobs: ClassVar[bool] = False  # see `PostgresDialect.insert_jobs`
+    # Whether `insert_jobs` appends the jobs' events itself, in a `closing` transaction
+    # (see `PostgresDialect.insert_jobs`).
+    inserts_events_with_jobs: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.transitions = {t.name: compare_and_set(t, self.ROW_LOCK) for t in COMPARE_AND_SET}

@@ -48,7 +48,7 @@ def _idempotent_insert(tx: Tx) -> Any:
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
     """Insert jobs (none with an idempotency key), in order, recording their creation."""
     rows = driver.insert(tx, values)
-    if not tx.dialect.inserts_events_with_jobs:
+    if not (tx.dialect.inserts_events_with_jobs and tx.closing):
         for row in rows:
             tx.record(row, None)
     return rows
@@ -255,7 +255,8 @@ def prune(tx: Tx, status: str, finished_before: datetime, limit: int) -> int:
     if gone:  # ON DELETE CASCADE does this too; say it for connections without FKs
         tx.conn.execute(job_events.delete().where(job_events.c.job_id.in_([r.id for r in gone])))
         by_key = collections.Counter((r.type, r.producer) for r in gone)
-        counts_sql.add(tx, [(t, p, status, -n) for (t, p), n in sorted(by_key.items())])
+        # Counted at the end, under the event-order lock, as every count change is.
+        tx.deltas.extend((t, p, status, -n) for (t, p), n in sorted(by_key.items()))
     return len(gone)
 
 
