@@ -50,6 +50,7 @@ from queuelog.api.types.jobs import (
     JobPayload,
     JobProgress,
     QueueStats,
+    ReportJobsPayload,
     Viewer,
 )
 from queuelog.api.types.queues import (
@@ -165,6 +166,16 @@ class Mutation:
     )
     fail_job: FailJobPayload = strawberry.mutation(
         resolver=mutations.fail_job, permission_classes=[MayWork]
+    )
+    report_jobs: ReportJobsPayload = strawberry.mutation(
+        resolver=mutations.report_jobs,
+        permission_classes=[MayWork],
+        description=(
+            "The holding worker only: 1 to 100 outcomes of jobs it holds, committed in one"
+            " transaction.\nEach is judged on its own, as completeJob or failJob would judge it"
+            " (repeats included):\na refused outcome changes nothing and does not stop the"
+            " others."
+        ),
     )
     cancel_job: JobPayload = strawberry.mutation(
         resolver=mutations.cancel_job, permission_classes=[MayEnqueue]

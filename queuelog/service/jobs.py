@@ -18,13 +18,10 @@ from typing import Any
 from queuelog.config import JobTypeConfig, Settings
 from queuelog.domain.lifecycle import (
     COMPLETE,
-    COMPLETED,
     FAIL,
     FAIL_AND_RETRY,
-    FAILED,
     HEARTBEAT,
     HEARTBEAT_WITH_PROGRESS,
-    PENDING,
     RESCUE_AND_FAIL,
     RESCUE_AND_RETRY,
     Status,
@@ -37,7 +34,9 @@ from queuelog.service.enqueues import JobEnqueues
 from queuelog.service.handoff import StandingClaims
 from queuelog.service.models import Actor, Job
 from queuelog.service.observer import Expired, JobObserver
+from queuelog.service.ownership import LEASE_EXPIRED
 from queuelog.service.reads import JobReads, SharedReads
+from queuelog.service.reports import JobReports
 from queuelog.service.sanitize import sanitize_error
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
@@ -45,7 +44,6 @@ from queuelog.storage.tx import Tx
 
 CLAIM_MAX = 100
 RESCUE_BATCH = 100
-LEASE_EXPIRED = "lease expired"  # the error a rescued job's attempt records
 PROGRESS_MAX_BYTES = 4096
 WAIT_MAX_SECONDS = 60
 WAIT_MARGIN_SECONDS = 2.0  # a waiting claim answers this long before the execution timeout
@@ -55,7 +53,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class JobService(JobEnqueues, JobActions, JobReads):
+class JobService(JobEnqueues, JobActions, JobReports, JobReads):
     def __init__(
         self,
         db: Database,
@@ -164,13 +162,13 @@ class JobService(JobEnqueues, JobActions, JobReads):
             )
 
         def step(_row: Any, now: datetime) -> tuple[Transition, dict[str, Any]]:
-            return COMPLETE, {"result": text, "finished_at": now, "updated_at": now}
+            return COMPLETE, self._completion(text, now)
 
         again = False  # a repeat answers as the first did, and was counted then
 
-        def repeated(row: Any) -> bool:  # this worker's earlier completeJob succeeded
+        def repeated(row: Any) -> bool:
             nonlocal again
-            again = bool(row.status == COMPLETED and row.worker_id == actor.name)
+            again = ownership.completed_before(actor, row)
             return again
 
         job = await self.db.write(
@@ -192,21 +190,13 @@ class JobService(JobEnqueues, JobActions, JobReads):
         def step(row: Any, now: datetime) -> tuple[Transition, dict[str, Any]]:
             nonlocal started
             started = row.claimed_at  # a retry clears it
-            if retryable and row.retry_count < row.max_retries:
-                return FAIL_AND_RETRY, self._retry_later(row, now, text)
-            return FAIL, {"error": text, "finished_at": now, "updated_at": now}
+            return self._failure(row, now, text, retryable)
 
         again = False  # as in `complete`
 
-        def repeated(row: Any) -> bool:  # this worker's earlier failJob succeeded
+        def repeated(row: Any) -> bool:
             nonlocal again
-            again = bool(
-                row.status in (PENDING, FAILED)
-                and row.worker_id == actor.name
-                and row.error is not None
-                and row.error != LEASE_EXPIRED
-                and (row.status == FAILED or row.claimed_at is None)
-            )
+            again = ownership.failed_before(actor, row)
             return again
 
         job = await self.db.write(self._settle, actor, job_id, step, repeated=repeated)
@@ -214,6 +204,20 @@ class JobService(JobEnqueues, JobActions, JobReads):
         if not again:
             self.observer.finished(job, started, retried)
         return job, retried
+
+    def _completion(self, result: str | None, now: datetime) -> dict[str, Any]:
+        """The values of COMPLETE: the serialized `result`, finished `now`."""
+        return {"result": result, "finished_at": now, "updated_at": now}
+
+    def _failure(
+        self, row: Any, now: datetime, error: str, retryable: bool
+    ) -> tuple[Transition, dict[str, Any]]:
+        """The transition of a failed attempt of the job `row` and its values: back to
+        PENDING after a backoff while retries remain and the worker says it may, else
+        FAILED."""
+        if retryable and row.retry_count < row.max_retries:
+            return FAIL_AND_RETRY, self._retry_later(row, now, error)
+        return FAIL, {"error": error, "finished_at": now, "updated_at": now}
 
     def _retry_later(self, row: Any, now: datetime, error: str) -> dict[str, Any]:
         """The values of a failed attempt that will be retried after a backoff."""

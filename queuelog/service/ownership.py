@@ -6,12 +6,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from queuelog.domain.lifecycle import RELEASE, RUNNING, lost_by_rescue
+from queuelog.domain.lifecycle import COMPLETED, FAILED, PENDING, RELEASE, RUNNING, lost_by_rescue
 from queuelog.service import errors
 from queuelog.service.models import Actor, Job
 from queuelog.service.visibility import may_see, shown
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.tx import Tx
+
+LEASE_EXPIRED = "lease expired"  # the error a rescued job's attempt records
 
 
 def holds(actor: Actor, row: Any, now: datetime) -> bool:
@@ -21,6 +23,25 @@ def holds(actor: Actor, row: Any, now: datetime) -> bool:
         and row.worker_id == actor.name
         and row.lease_expires_at is not None
         and row.lease_expires_at > now
+    )
+
+
+def completed_before(actor: Actor, row: Any) -> bool:
+    """Whether `actor`'s earlier completion of the job `row` went through: a repeat of it
+    answers as the first did (its answer may have been lost)."""
+    return bool(row.status == COMPLETED and row.worker_id == actor.name)
+
+
+def failed_before(actor: Actor, row: Any) -> bool:
+    """Whether `actor`'s earlier failure report of the job `row` went through (the job
+    failed, or is waiting for its retry, by that worker's report and not by an expired
+    lease): a repeat answers as the first did."""
+    return bool(
+        row.status in (PENDING, FAILED)
+        and row.worker_id == actor.name
+        and row.error is not None
+        and row.error != LEASE_EXPIRED
+        and (row.status == FAILED or row.claimed_at is None)
     )
 
 

@@ -99,6 +99,22 @@ def compare_and_set(t: Transition, row_lock: str) -> CompareAndSet:
     return CompareAndSet(update, columns, lock)
 
 
+def compare_and_set_many(t: Transition, rows: str, value: Callable[[str], str]) -> str:
+    """The compare-and-set of transition `t` (from one status) on many jobs in one statement,
+    each with values of its own: `rows` defines `v` (`id`, then the transition's columns in
+    sorted order) and `value(c)` reads its column `c`. It returns the rows it changed."""
+    assert len(t.sources) == 1, f"{t.name} starts from several statuses"
+    sets = [f"status = '{t.target.value}'", *(f"{c} = {value(c)}" for c in sorted(t.sets))]
+    sets += [f"{c} = NULL" for c in sorted(t.clears)]
+    where = f"jobs.id = v.id AND jobs.status = '{t.source_values[0]}'"
+    if t.guard is Guard.LIVE_LEASE:
+        where += " AND jobs.worker_id = ? AND jobs.lease_expires_at > ?"
+    elif t.guard is Guard.EXPIRED_LEASE:
+        where += " AND jobs.lease_expires_at < ?"
+    returning = ", ".join(f"jobs.{c}" for c in JobRow._fields)
+    return f"{rows} UPDATE jobs SET {', '.join(sets)} FROM v WHERE {where} RETURNING {returning}"
+
+
 class Dialect:
     """The base every backend fills in: its name, its statements and its driver's ways."""
 
@@ -180,6 +196,17 @@ class Dialect:
     ) -> list[Any]:
         """CLAIM_IDS's parameters."""
         return [worker, now, now, lease, list(ids)]
+
+    def apply_many_params(
+        self, t: Transition, items: Sequence[tuple[int, Mapping[str, Any]]]
+    ) -> tuple[str, list[Any]]:
+        """The compare-and-set of `t` on each job of `items` (its id, its values) in one
+        statement (`compare_and_set_many`), and its parameters before the guard's."""
+        raise NotImplementedError
+
+    def get_many_params(self, ids: Sequence[int]) -> tuple[str, list[Any]]:
+        """The read of the jobs `ids` (by primary key, in id order), and its parameters."""
+        raise NotImplementedError
 
     def insert_jobs(self, tx: Any, values: Sequence[Mapping[str, Any]]) -> list[int]:
         """Insert jobs with as few statements as the backend allows; their ids, ascending in

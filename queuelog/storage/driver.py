@@ -17,7 +17,17 @@ from queuelog.storage import counts
 from queuelog.storage.dialect import TIME_NAMES, JobRow
 from queuelog.storage.tx import EventRow, Tx
 
-__all__ = ["JobRow", "apply", "claim", "execute", "expired_leases", "get", "insert"]
+__all__ = [
+    "JobRow",
+    "apply",
+    "apply_many",
+    "claim",
+    "execute",
+    "expired_leases",
+    "get",
+    "get_many",
+    "insert",
+]
 
 
 def execute(tx: Tx, text: str, params: Iterable[Any], prepare: bool | None = None) -> list[JobRow]:
@@ -123,6 +133,36 @@ def apply(
         params.append(at)
     found = execute(tx, statement.update, params)
     return found[0] if found else None
+
+
+def apply_many(
+    tx: Tx,
+    transition: Transition,
+    items: Sequence[tuple[int, Mapping[str, Any]]],
+    *,
+    worker: str | None = None,
+    at: datetime | None = None,
+) -> list[JobRow]:
+    """`apply` on several jobs in one statement, each job (`items`: its id, its values; no
+    id twice) with values of its own. The rows it changed, in no particular order."""
+    columns = len(transition.sets)
+    for _, values in items:
+        if len(values) != columns:
+            raise ValueError(
+                f"{transition.name} sets {sorted(transition.sets)}, not {sorted(values)}"
+            )
+    text, params = tx.dialect.apply_many_params(transition, items)
+    if transition.guard is Guard.LIVE_LEASE:
+        params += (worker, at)
+    elif transition.guard is Guard.EXPIRED_LEASE:
+        params.append(at)
+    return execute(tx, text, params)
+
+
+def get_many(tx: Tx, ids: Sequence[int]) -> list[JobRow]:
+    """The jobs among `ids` that exist, in id order."""
+    text, params = tx.dialect.get_many_params(ids)
+    return execute(tx, text, params)
 
 
 def locked_status(tx: Tx, transition: Transition, job_id: int) -> str | None:

@@ -22,6 +22,7 @@ from queuelog.storage import events as events_sql
 from queuelog.storage.driver import JobRow
 from queuelog.storage.driver import expired_leases as expired_leases  # as it is
 from queuelog.storage.driver import get as get  # as it is: no event to record
+from queuelog.storage.driver import get_many as get_many  # as it is
 from queuelog.storage.filters import EVERY_JOB, JobFilter
 from queuelog.storage.scope import Scope
 from queuelog.storage.tables import job_counts, job_events, jobs
@@ -142,6 +143,27 @@ def apply(
     if row is not None and transition.records_event:
         tx.record(row, previous)
     return row
+
+
+def apply_many(
+    tx: Tx,
+    transition: Transition,
+    items: Sequence[tuple[int, Mapping[str, Any]]],
+    *,
+    worker: str | None = None,
+    at: datetime | None = None,
+) -> list[JobRow]:
+    """`apply` to several jobs with one statement (a transition from one status; `items`:
+    each job's id, once, and its values), recording the events of those it changed. The
+    changed rows, in no particular order."""
+    if not items:
+        return []
+    (previous,) = transition.source_values
+    rows = driver.apply_many(tx, transition, items, worker=worker, at=at)
+    if transition.records_event:
+        for row in rows:
+            tx.record(row, previous)
+    return rows
 
 
 def held_before(tx: Tx, job_id: int, worker: str) -> bool:

@@ -8,7 +8,7 @@ import strawberry
 from starlette.requests import Request
 from strawberry.scalars import JSON
 
-from queuelog.api.resolvers.context import Context
+from queuelog.api.resolvers.context import Context, refusing_bad_input
 from queuelog.api.resolvers.queries import parse_id
 from queuelog.api.types.jobs import (
     ApiKey,
@@ -21,7 +21,10 @@ from queuelog.api.types.jobs import (
     EnqueueJobsPayload,
     FailJobPayload,
     Job,
+    JobOutcome,
+    JobOutcomeInput,
     JobPayload,
+    ReportJobsPayload,
     UserError,
 )
 from queuelog.api.types.queues import (
@@ -158,6 +161,25 @@ async def fail_job(
         refused = _refused(exc, info)
         return FailJobPayload(job=refused.job, user_errors=refused.user_errors)
     return FailJobPayload(job=Job.of(job), will_retry=will_retry)
+
+
+async def report_jobs(info: Info, outcomes: list[JobOutcomeInput]) -> ReportJobsPayload:
+    """Each outcome's answer, as completeJob or failJob would give it; a count of outcomes
+    out of bounds is BAD_USER_INPUT (the payload has no userErrors of its own)."""
+    ctx, actor = info.context, info.context.require_actor()
+    asked = [o.outcome(parse_id(o.id)) for o in outcomes]
+    with refusing_bad_input():
+        done = await ctx.service.report(actor, asked)
+    return ReportJobsPayload(
+        outcomes=[
+            JobOutcome(
+                job=None if r.job is None else Job.of(r.job),
+                will_retry=r.will_retry,
+                user_errors=[] if r.refused is None else [UserError.of(r.refused)],
+            )
+            for r in done
+        ]
+    )
 
 
 async def cancel_job(info: Info, id: strawberry.ID) -> JobPayload:

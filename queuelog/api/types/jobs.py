@@ -11,7 +11,7 @@ from strawberry.scalars import JSON
 
 from queuelog.domain import codes
 from queuelog.domain.codes import USER_ERROR_DESCRIPTIONS
-from queuelog.service import models
+from queuelog.service import models, reports
 from queuelog.service.errors import DomainError
 from queuelog.service.models import schedule_of
 
@@ -302,6 +302,50 @@ class FailJobPayload:
     job: Job | None = None
     will_retry: bool = False
     user_errors: list[UserError] = strawberry.field(default_factory=list)
+
+
+@strawberry.input(
+    description=(
+        "One outcome of a job the caller holds: without `error` it completes the job with"
+        " `result`; with `error` it fails it, as failJob does."
+    )
+)
+class JobOutcomeInput:
+    id: strawberry.ID
+    result: JSON | None = strawberry.UNSET
+    error: str | None = strawberry.UNSET
+    retryable: bool | None = True
+
+    def outcome(self, job_id: int | None) -> reports.Outcome:
+        unset = strawberry.UNSET
+        return reports.Outcome(
+            job_id,
+            None if self.result is unset else self.result,
+            None if self.error is unset else self.error,
+            self.retryable is not False,
+        )
+
+
+@strawberry.type(description="What one reported outcome did.")
+class JobOutcome:
+    job: Job | None = strawberry.field(
+        default=None,
+        description=(
+            "The job as the outcome left it; null when the outcome was refused with NOT_FOUND."
+        ),
+    )
+    will_retry: bool = strawberry.field(
+        default=False,
+        description="For a failure: true when the job went back to PENDING for another attempt.",
+    )
+    user_errors: list[UserError] = strawberry.field(default_factory=list)
+
+
+@strawberry.type
+class ReportJobsPayload:
+    outcomes: list[JobOutcome] = strawberry.field(
+        default_factory=list, description="One per outcome given, in the same order."
+    )
 
 
 @strawberry.type

@@ -20,7 +20,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from queuelog.domain.lifecycle import PENDING, RUNNING
+from queuelog.domain.lifecycle import PENDING, RUNNING, Transition
 from queuelog.storage.dialect import (
     COLUMNS,
     EVENT_COLUMNS,
@@ -29,6 +29,7 @@ from queuelog.storage.dialect import (
     TIME_NAMES,
     CompareAndSet,
     Dialect,
+    compare_and_set_many,
     free_type_sql,
 )
 from queuelog.storage.tables import JsonText, UTCDateTime, jobs
@@ -175,6 +176,32 @@ class PostgresDialect(Dialect):
             text = self.CLAIM_TYPES_ONE_JOB if one else self.CLAIM_TYPES
         # A claim of more than one job is planned for its own limit and the table now.
         return text, params, None if one else False
+
+    GET_JOBS = _pg(f"SELECT {COLUMNS} FROM jobs WHERE id = ANY (?::bigint[]) ORDER BY id")
+
+    def get_many_params(self, ids: Sequence[int]) -> tuple[str, list[Any]]:
+        return self.GET_JOBS, [list(ids)]
+
+    def apply_many_params(
+        self, t: Transition, items: Sequence[tuple[int, Mapping[str, Any]]]
+    ) -> tuple[str, list[Any]]:
+        # The rows as one JSON parameter, as inserts take theirs: one text whatever the count.
+        names = sorted(t.sets)
+        key = ("apply_many", t.name)
+        text = self._sql_cache.get(key)
+        if text is None:
+            pg = postgresql.dialect()  # type: ignore[no-untyped-call]
+            json = {n for n in names if isinstance(jobs.c[n].type, JsonText)}
+            types = ", ".join(
+                f"{n} {'text' if n in json else jobs.c[n].type.compile(dialect=pg)}" for n in names
+            )
+            rows = f"WITH v AS (SELECT * FROM json_to_recordset(?::json) AS v(id bigint, {types}))"
+            text = self._sql_cache[key] = _pg(
+                compare_and_set_many(t, rows, lambda c: f"v.{c}::jsonb" if c in json else f"v.{c}")
+            )
+        times = [n for n in TIME_NAMES if n in t.sets]
+        data = [{"id": job_id, **values} for job_id, values in items]
+        return text, [_json(data, (v[n] for _, v in items for n in times))]
 
     def _insert_sql(self, names: tuple[str, ...], returning: str) -> str:
         key = (names, returning)

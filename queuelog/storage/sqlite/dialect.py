@@ -22,13 +22,15 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
-from queuelog.domain.lifecycle import PENDING, RUNNING
+from queuelog.domain.lifecycle import PENDING, RUNNING, Transition
 from queuelog.storage.dialect import (
+    COLUMNS,
     EVENT_COLUMNS,
     RETURNING,
     TIME_AT,
     Dialect,
     JobRow,
+    compare_and_set_many,
     free_type_sql,
 )
 from queuelog.storage.filters import json_contains
@@ -213,6 +215,27 @@ class SQLiteDialect(Dialect):
             times = tuple(i for i, n in enumerate(names) if isinstance(jobs.c[n].type, UTCDateTime))
             found = self._pickers[names] = (pick, times)
         return found
+
+    def apply_many_params(
+        self, t: Transition, items: Sequence[tuple[int, Mapping[str, Any]]]
+    ) -> tuple[str, list[Any]]:
+        # The rows as one VALUES list (at most a few hundred variables: a report's batch).
+        names = sorted(t.sets)
+        key = ("apply_many", t.name, len(items))
+        text = self._sql_cache.get(key)
+        if text is None:
+            one = f"({', '.join('?' * (len(names) + 1))})"
+            rows = f"WITH v(id, {', '.join(names)}) AS (VALUES {', '.join([one] * len(items))})"
+            text = self._sql_cache[key] = compare_and_set_many(t, rows, lambda c: f"v.{c}")
+        params = [x for job_id, values in items for x in (job_id, *(values[c] for c in names))]
+        return text, params
+
+    def get_many_params(self, ids: Sequence[int]) -> tuple[str, list[Any]]:
+        return self.GET_JOBS, [json.dumps(list(ids))]
+
+    GET_JOBS = (
+        f"SELECT {COLUMNS} FROM jobs WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id"
+    )
 
     def _insert_sql(self, names: tuple[str, ...], rows: int) -> str:
         key = (names, rows)
