@@ -13,6 +13,7 @@ import pytest
 from queuelog.config import Settings
 from queuelog.runtime import Services
 from queuelog.service.models import Priority, Role
+from tests.storage.plans import Captured
 from tests.support import LiveServer
 
 REPORT = """
@@ -86,7 +87,7 @@ async def workers(services: Services) -> tuple[str, str]:
 
 
 async def test_a_mixed_batch_is_judged_outcome_by_outcome_in_one_transaction(
-    live: tuple[LiveServer, str], services: Services
+    live: tuple[LiveServer, str], services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server, admin = live
     one, two = await workers(services)
@@ -107,6 +108,7 @@ async def test_a_mixed_batch_is_judged_outcome_by_outcome_in_one_transaction(
     await data(server, admin, f'mutation {{ retryJob(id: "{other}") {{ job {{ id }} }} }}')
     not_held = (await enqueue(server, admin, 1))[0]
     commits = Commits(services)
+    captured = Captured(services.db, monkeypatch)
     outcomes = [
         {"id": complete_a, "result": {"n": 1}},
         {"id": retry, "error": "try again"},
@@ -121,6 +123,11 @@ async def test_a_mixed_batch_is_judged_outcome_by_outcome_in_one_transaction(
     ]
     out = (await data(server, one, REPORT, {"outcomes": outcomes}))["reportJobs"]["outcomes"]
     assert commits.n == 1
+    # One compare-and-set per kind of outcome (complete, fail and retry, fail), whatever
+    # their number; the failing jobs read together, then the jobs left to judge.
+    updates = [text for text, _ in captured.sent if "UPDATE jobs" in text]
+    assert len(updates) == 3, captured.sent
+    assert len(captured.sent) == 5, captured.sent
     assert len(out) == len(outcomes)
     assert out[0] == {
         "job": {
