@@ -42,6 +42,7 @@ FEATURES = """{ m: __type(name: "Mutation") { fields { name args { name } } }
 class Features:
     wait_seconds: bool = False
     progress: bool = False
+    report_jobs: bool = False  # reportJobs; else outcomes go as aliased completeJob/failJob
 
     CURRENT: ClassVar[Features]
 
@@ -55,13 +56,14 @@ class Features:
             progress="progress" in job_fields
             and "progress" in mutations.get("heartbeatJob", set())
             and "jobProgress" in subscriptions,
+            report_jobs="reportJobs" in mutations,
         )
 
     def job_fields(self) -> str:
         return JOB_FIELDS + (" progress" if self.progress else "")
 
 
-Features.CURRENT = Features(wait_seconds=True, progress=True)
+Features.CURRENT = Features(wait_seconds=True, progress=True, report_jobs=True)
 
 
 @dataclass(frozen=True, slots=True)

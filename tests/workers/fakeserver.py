@@ -80,6 +80,19 @@ class Script:
             data[f"a{k}"] = {"job": {"id": job_id, "status": status}, "willRetry": False,
                              "userErrors": []}  # fmt: skip
             k += 1
+        if "reportJobs" in query:  # reports: one reportJobs field
+            answers = []
+            for outcome in variables["outcomes"]:
+                job_id, failed = outcome["id"], outcome.get("error") is not None
+                self.reports[job_id] = (
+                    {"error": outcome["error"], "retryable": outcome.get("retryable", True)}
+                    if failed
+                    else {"result": outcome.get("result")}
+                )
+                status = "FAILED" if failed else "COMPLETED"
+                answers.append({"job": {"id": job_id, "status": status}, "willRetry": False,
+                                "userErrors": []})  # fmt: skip
+            data["reportJobs"] = {"outcomes": answers}
         if "claimJobs" in query:
             self.claims_heard += 1
             if self.claims:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from queuelog.client import AsyncClient, ConnectionFailed, JobStatus, Settlement
+from queuelog.client.operations import Features
 from queuelog.worker import RunningJob, Worker
 from tests.support import LiveServer
 from tests.workers.conftest import Keys
@@ -138,7 +139,11 @@ async def test_a_batch_whose_answer_was_lost_is_sent_again_the_same(
 async def test_a_server_that_refuses_the_batch_gets_the_outcomes_one_by_one(
     start_server: Callable[..., LiveServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A server without reportJobs (the reports go as aliased fields) and a low alias limit.
     server = start_server(max_aliases=1)
+    older = Features(wait_seconds=True, progress=True, report_jobs=False)
+    monkeypatch.setattr(Features, "of", classmethod(lambda cls, data: older))
+    monkeypatch.setattr(Features, "CURRENT", older)  # when introspection is off
     job_type = "email"
     sent = recording(monkeypatch)
     producer = server.create_key("PRODUCER", [job_type])
