@@ -92,20 +92,80 @@ def _now() -> datetime:
 EVERY_JOB = JobFilter()
 
 
-def json_contains(value: Any, wanted: Any) -> bool:
+# The work one stored payload's containment test may take, in steps (a value compared, or
+# an array item gathered for lookup). A payload that needs more counts as not containing
+# the filter: the service bounds a filter's shape, so only a payload built to be slow to
+# search (long arrays of arrays) gets there, and it would hold the reader for it.
+CONTAINS_STEPS = 200_000
+
+
+class _OverBudget(Exception):
+    pass
+
+
+class _Search:
+    """One payload's containment test: its steps left, and the scalars of each of its
+    arrays already gathered (by the array's identity), so that each wanted scalar is one
+    set lookup rather than a pass over the array."""
+
+    __slots__ = ("scalars", "steps")
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.scalars: dict[int, set[tuple[str, Any]]] = {}
+
+    def spend(self, n: int) -> None:
+        self.steps -= n
+        if self.steps < 0:
+            raise _OverBudget
+
+    def scalars_of(self, array: list[Any]) -> set[tuple[str, Any]]:
+        found = self.scalars.get(id(array))
+        if found is None:
+            self.spend(len(array))
+            found = self.scalars[id(array)] = {
+                _key(x) for x in array if not isinstance(x, (dict, list))
+            }
+        return found
+
+
+def _key(scalar: Any) -> tuple[str, Any]:
+    """A JSON scalar as containment compares it: by value within its JSON type (true is
+    not 1; 1 is 1.0)."""
+    if isinstance(scalar, bool):
+        return "b", scalar
+    if isinstance(scalar, (int, float)):
+        return "n", scalar
+    return ("s", scalar) if isinstance(scalar, str) else ("z", None)
+
+
+def json_contains(value: Any, wanted: Any, steps: int = CONTAINS_STEPS) -> bool:
     """Whether JSON `value` contains `wanted` as PostgreSQL's jsonb `@>` reads it below the
     top level: objects by their keys, recursively; arrays when every wanted element is
-    contained in some element; scalars by equal value and JSON type (true is not 1)."""
+    contained in some element; scalars by equal value and JSON type (true is not 1). False
+    once the test has taken `steps` steps."""
+    try:
+        return _contains(value, wanted, _Search(steps))
+    except _OverBudget:
+        return False
+
+
+def _contains(value: Any, wanted: Any, search: _Search) -> bool:
+    search.spend(1)
     if isinstance(wanted, dict):
         return isinstance(value, dict) and all(
-            k in value and json_contains(value[k], v) for k, v in wanted.items()
+            k in value and _contains(value[k], v, search) for k, v in wanted.items()
         )
     if isinstance(wanted, list):
-        return isinstance(value, list) and all(
-            any(json_contains(x, w) for x in value) for w in wanted
-        )
-    if isinstance(value, (dict, list)):
-        return False
-    if isinstance(value, bool) or isinstance(wanted, bool):
-        return value is wanted
-    return bool(value == wanted)
+        if not isinstance(value, list):
+            return False
+        for w in wanted:
+            if isinstance(w, (dict, list)):
+                kind = type(w)
+                search.spend(len(value))
+                if not any(type(x) is kind and _contains(x, w, search) for x in value):
+                    return False
+            elif _key(w) not in search.scalars_of(value):
+                return False
+        return True
+    return not isinstance(value, (dict, list)) and _key(value) == _key(wanted)
