@@ -10,7 +10,8 @@ table in `queuelog.lifecycle`. Everything else in storage is SQLAlchemy Core.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, NamedTuple
 
@@ -210,6 +211,13 @@ class Dialect:
     def group_by_hash(self, conn: sa.Connection) -> None:
         """Have this transaction's GROUP BY hash its groups: PostgreSQL cannot tell how
         many groups a computed key makes, reckons one a row, and would sort every row."""
+
+    @contextlib.contextmanager
+    def deadline(self, conn: sa.Connection, until: float | None) -> Iterator[None]:
+        """Hold this read transaction's statements to `until` (a `time.monotonic()`
+        instant; None: no deadline): one still running then is stopped, and
+        `storage.deadline.DeadlinePassed` raised. Call before its first query."""
+        yield
 
     def snapshot(self, conn: sa.Connection) -> None:
         """Have this read transaction's statements all see one snapshot (SQLite's do;

@@ -9,11 +9,13 @@ their indexes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import operator
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
 from queuelog.lifecycle import PENDING, RUNNING
+from queuelog.storage import deadline
 from queuelog.storage.dialects import (
     EVENT_COLUMNS,
     RETURNING,
@@ -49,6 +52,10 @@ _DUE = (
 # The type asked for, or NULL when it is paused or limited: the index range is then empty
 # (as a condition beside `type = ?`, SQLite would test it on every row of the range).
 _FREE_TYPE = f"(SELECT ? WHERE {free_type('?')})"
+
+# How often, in virtual machine steps, a read with a deadline looks at the clock: rarely
+# enough to cost nothing noticeable, often enough to stop within milliseconds.
+PROGRESS_STEPS = 10_000
 
 # The SQL function `payload_contains` calls; each connection registers it (`storage.engines`).
 JSON_CONTAINS = "queuelog_json_contains"  # the name `payload_contains` spells
@@ -167,6 +174,25 @@ class SQLiteDialect(Dialect):
             sa.func.json_extract(column, path) == v for path, v in _scalars(json.loads(wanted))
         ]
         return sa.and_(*found, contains == 1)
+
+    @contextlib.contextmanager
+    def deadline(self, conn: sa.Connection, until: float | None) -> Iterator[None]:
+        # A progress handler that answers true interrupts the statement running. Python
+        # functions it calls (`json_contains_text`) run between its looks, each bounded.
+        if until is None:
+            yield
+            return
+        deadline.left(until)
+        raw: Any = conn.connection.driver_connection
+        raw.set_progress_handler(lambda: time.monotonic() > until, PROGRESS_STEPS)
+        try:
+            yield
+        except sa.exc.OperationalError as exc:
+            if time.monotonic() > until and "interrupted" in str(exc.orig):
+                raise deadline.DeadlinePassed from exc
+            raise
+        finally:
+            raw.set_progress_handler(None, 0)
 
     def claim_params(
         self,
