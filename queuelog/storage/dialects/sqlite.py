@@ -15,6 +15,7 @@ import math
 import operator
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -76,10 +77,22 @@ def _scalars(wanted: dict[str, Any], path: str = "$") -> Iterator[tuple[str, Any
             yield f"{path}.{key}", value
 
 
+class _Reading(threading.local):
+    until: float | None = None  # the deadline of the read this thread runs (`deadline`)
+
+
+_reading = _Reading()
+
+
 def json_contains_text(value: str | None, wanted: str | None) -> int | None:
-    """`JSON_CONTAINS(value, wanted)`: 1 when JSON text `value` contains JSON text `wanted`."""
+    """`JSON_CONTAINS(value, wanted)`: 1 when JSON text `value` contains JSON text `wanted`.
+    Past the deadline of the read calling it, it raises: the statement stops there (the
+    progress handler counts SQLite's own steps, and a row's test is one step)."""
     if value is None or wanted is None:
         return None
+    until = _reading.until
+    if until is not None and time.monotonic() > until:
+        raise deadline.DeadlinePassed
     try:
         return int(json_contains(orjson.loads(value), orjson.loads(wanted)))
     except orjson.JSONDecodeError:
@@ -177,21 +190,24 @@ class SQLiteDialect(Dialect):
 
     @contextlib.contextmanager
     def deadline(self, conn: sa.Connection, until: float | None) -> Iterator[None]:
-        # A progress handler that answers true interrupts the statement running. Python
-        # functions it calls (`json_contains_text`) run between its looks, each bounded.
+        # A progress handler that answers true interrupts the statement running; the
+        # payload test, a Python function, looks at the deadline itself.
         if until is None:
             yield
             return
         deadline.left(until)
         raw: Any = conn.connection.driver_connection
         raw.set_progress_handler(lambda: time.monotonic() > until, PROGRESS_STEPS)
+        _reading.until = until
         try:
             yield
         except sa.exc.OperationalError as exc:
-            if time.monotonic() > until and "interrupted" in str(exc.orig):
+            # "interrupted" (the handler), or "user-defined function raised exception"
+            if time.monotonic() > until:
                 raise deadline.DeadlinePassed from exc
             raise
         finally:
+            _reading.until = None
             raw.set_progress_handler(None, 0)
 
     def claim_params(
