@@ -139,6 +139,7 @@ class Database:
         self,
         until: float | None,
         fn: Callable[Concatenate[Tx, P], T],
+        /,
         *a: P.args,
         **k: P.kwargs,
     ) -> T:
