@@ -92,11 +92,12 @@ def _now() -> datetime:
 EVERY_JOB = JobFilter()
 
 
-# The work one stored payload's containment test may take, in steps (a value compared, or
-# an array item gathered for lookup). A payload that needs more counts as not containing
-# the filter: the service bounds a filter's shape, so only a payload built to be slow to
-# search (long arrays of arrays) gets there, and it would hold the reader for it.
-CONTAINS_STEPS = 200_000
+# The work one stored payload's containment test may take, in steps (a wanted value
+# looked for, an array item passed or gathered for lookup): a fraction of a second at
+# most. A payload that needs more counts as not containing the filter: the service
+# bounds a filter's shape, so only a payload built to be slow to search (long arrays of
+# arrays) gets there, and it would hold the reader for it.
+CONTAINS_STEPS = 100_000
 
 
 class _OverBudget(Exception):
@@ -151,21 +152,64 @@ def json_contains(value: Any, wanted: Any, steps: int = CONTAINS_STEPS) -> bool:
 
 
 def _contains(value: Any, wanted: Any, search: _Search) -> bool:
-    search.spend(1)
-    if isinstance(wanted, dict):
-        return isinstance(value, dict) and all(
-            k in value and _contains(value[k], v, search) for k, v in wanted.items()
-        )
-    if isinstance(wanted, list):
-        if not isinstance(value, list):
+    kind = type(wanted)
+    if kind is dict:
+        if type(value) is not dict:
             return False
+        search.spend(len(wanted))
+        for k, w in wanted.items():
+            if k not in value or not _contains(value[k], w, search):
+                return False
+        return True
+    if kind is list:
+        if type(value) is not list:
+            return False
+        search.spend(len(wanted))
         for w in wanted:
-            if isinstance(w, (dict, list)):
-                kind = type(w)
-                search.spend(len(value))
-                if not any(type(x) is kind and _contains(x, w, search) for x in value):
+            if type(w) is dict or type(w) is list:
+                if not _in_some(value, w, search):
                     return False
             elif _key(w) not in search.scalars_of(value):
                 return False
         return True
-    return not isinstance(value, (dict, list)) and _key(value) == _key(wanted)
+    return type(value) is not dict and type(value) is not list and _same(value, wanted)
+
+
+def _in_some(array: list[Any], wanted: Any, search: _Search) -> bool:
+    """Whether some item of `array` contains the object or array `wanted`. A quick look
+    passes most items by: at an object's first scalar, or whether a short array holds the
+    first few scalars wanted (Python's `==` never tells equal JSON scalars apart)."""
+    search.spend(len(array))
+    kind = type(wanted)
+    if kind is dict:
+        probe = next(((k, v) for k, v in wanted.items() if type(v) not in (dict, list)), None)
+        for x in array:
+            if type(x) is not dict:
+                continue
+            if probe is not None and x.get(probe[0], _ABSENT) != probe[1]:
+                continue
+            if _contains(x, wanted, search):
+                return True
+        return False
+    scalars = [v for v in wanted if type(v) not in (dict, list)][:_PROBED]
+    for x in array:
+        if type(x) is not list:
+            continue
+        if len(x) <= _PROBED and not all(v in x for v in scalars):
+            continue
+        if _contains(x, wanted, search):
+            return True
+    return False
+
+
+_ABSENT = object()
+_PROBED = 8  # the scalars a quick look at an array checks, in arrays of at most as many
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    """Two JSON scalars are equal: equal values of one JSON type (Python has true == 1)."""
+    if value != wanted:
+        return False
+    if type(value) is type(wanted):
+        return True
+    return type(value) is not bool and type(wanted) is not bool  # an int and a float
