@@ -4,7 +4,8 @@ A client's mistake (a refused key or role, an invalid document or variables, a l
 logged as one line: its code, where, and the request id, never its message, which can
 quote a variable's value (a job's payload) or a literal of the document. A fault of the
 server is logged with its traceback and shown to the client as INTERNAL_SERVER_ERROR with
-the request id.
+the request id; a transaction the database ended for a conflict on every try is logged as
+one line and shown as TRY_AGAIN (retryable: nothing took effect).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import logging
 from graphql import GraphQLError, GraphQLSyntaxError
 
 from queuelog.domain.codes import ErrorCode
+from queuelog.storage.deadline import DeadlinePassed
+from queuelog.storage.retry import Contended
 
 log = logging.getLogger("queuelog.errors")
 
@@ -29,9 +32,9 @@ def request_id(context: object) -> str | None:
 
 def is_fault(error: GraphQLError) -> bool:
     """A fault of the server: an exception that is not one of ours (GraphQLErrors carry
-    their own code)."""
+    their own code; a read stopped at the request's deadline is the request's timeout)."""
     original = error.original_error
-    return original is not None and not isinstance(original, GraphQLError)
+    return original is not None and not isinstance(original, (GraphQLError, DeadlinePassed))
 
 
 def client_code(error: GraphQLError) -> str:
@@ -65,6 +68,18 @@ def mask(errors: list[GraphQLError], context: object) -> list[GraphQLError]:
 
 def _masked(error: GraphQLError, context: object) -> GraphQLError:
     rid = request_id(context)
+    if isinstance(error.original_error, Contended):
+        # Not a fault: the database ended the transaction for a conflict on every try
+        # (`storage.retry`); nothing took effect, and the client may send it again.
+        log.warning("request %s at %s: %s", rid, error.path, error.original_error)
+        return GraphQLError(
+            str(error.original_error),
+            nodes=error.nodes,
+            source=error.source,
+            positions=error.positions,
+            path=error.path,
+            extensions={"code": Contended.code, "retryable": True, "requestId": rid},
+        )
     log.error("unexpected error (request %s) at %s", rid, error.path, exc_info=error.original_error)
     return GraphQLError(
         "Internal server error",

@@ -46,6 +46,7 @@ class ErrorCode(enum.StrEnum):
     NOT_FOUND = "NOT_FOUND"
     CURSOR_EXPIRED = "CURSOR_EXPIRED"  # a subscription's `after` is older than the feed keeps
     EXECUTION_TIMEOUT = "EXECUTION_TIMEOUT"  # the request ran past its time; retry later
+    TRY_AGAIN = "TRY_AGAIN"  # a transaction given up on after conflicts; nothing took effect
     INTERNAL_SERVER_ERROR = "INTERNAL_SERVER_ERROR"  # masked; with `requestId` for the logs
     # GraphQL over HTTP: the method, the Accept header or the Content-Type is not served
     METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
@@ -67,13 +68,20 @@ def http_code(status: int) -> str:
     return f"HTTP_{status}"
 
 
-# Failures a client may retry as they are: the server or the way to it was busy or down.
+# Failures a worker retries: the server was unreachable, restarting, busy, or failed this
+# request (a fault, a transaction it gave up on, a timeout); any HTTP 5xx too (`transient`).
 TRANSIENT: frozenset[str] = frozenset(
     {
         ClientCode.CONNECTION_FAILED,
+        ClientCode.BAD_RESPONSE,
         ErrorCode.RATE_LIMITED,
-        http_code(502),
-        http_code(503),
-        http_code(504),
+        ErrorCode.INTERNAL_SERVER_ERROR,
+        ErrorCode.TRY_AGAIN,
+        ErrorCode.EXECUTION_TIMEOUT,
     }
 )
+
+
+def transient(code: str) -> bool:
+    """Whether a failure with `code` is worth retrying as it is."""
+    return code in TRANSIENT or code.startswith("HTTP_5")

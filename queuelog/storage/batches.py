@@ -53,7 +53,9 @@ def run_calls(tx: Tx, calls: list[Call]) -> list[Outcome]:
     over all their rows: concurrent inserts become one statement, and on PostgreSQL, where
     that statement takes the event-order lock (held until COMMIT), the other writes of the
     transaction run before it, not under it. (The writes of one batch were queued
-    concurrently: no caller can tell the order they ran in.)
+    concurrently: no caller can tell the order they ran in.) They run with `tx.closing`
+    set, so a `Rows` function must take no lock but the event-order lock
+    (docs/design.md, "Lock order").
 
     With more than one call, a call that raises costs only itself: it is undone to its own
     savepoint and gets its error, the rest go on (a `Rows` call that raises runs again for
@@ -67,6 +69,7 @@ def run_calls(tx: Tx, calls: list[Call]) -> list[Outcome]:
             groups.setdefault(call.fn, []).append((i, call))
         else:
             outcomes[i] = _run(tx, call, guarded)
+    tx.closing = bool(groups)
     for fn, members in groups.items():
         ok, out = _run(tx, functools.partial(_all_rows, fn, members), guarded)
         if not ok and len(members) > 1:  # whose rows failed? each writer's apart
@@ -95,7 +98,7 @@ def _run(tx: Tx, call: Callable[[Tx], Any], guarded: bool) -> Outcome:
     """`call`'s outcome; `guarded`: under a savepoint, undone to it if it raises."""
     if not guarded:
         return True, call(tx)
-    events, done, appended = len(tx.events), set(tx.done), tx.appended
+    events, deltas, done, appended = len(tx.events), len(tx.deltas), set(tx.done), tx.appended
     cur = tx.driver_cursor()
     cur.execute(tx.dialect.SAVEPOINT)
     try:
@@ -108,6 +111,7 @@ def _run(tx: Tx, call: Callable[[Tx], Any], guarded: bool) -> Outcome:
         except Exception:
             raise exc from None
         del tx.events[events:]
+        del tx.deltas[deltas:]
         tx.done, tx.appended = done, appended
         return False, exc
 

@@ -5,7 +5,8 @@ in a few rows. They change in the transaction that changes the
 jobs, so every snapshot sees them agree: each status change appends an event, and the
 statement that appends a transaction's events also applies their deltas (on PostgreSQL
 under the event-order lock, so the counter rows are only ever locked in one order; on
-SQLite there is one writer); `jobs.prune` subtracts what it deletes. The counters carry no
+SQLite there is one writer); `jobs.prune` subtracts what it deletes, in the same statement
+(`Tx.deltas`). The counters carry no
 worker: a worker's view (the jobs it holds or last held) is still counted from the table.
 """
 
@@ -22,11 +23,15 @@ C = job_counts.c
 Delta = tuple[str, str, str, int]  # job type, producer, status, change in count
 
 
-def deltas(events: Iterable[EventRow]) -> list[Delta]:
-    """What `events` change: one less of each job's previous status, one more of its new;
-    in one order (counter rows are locked in it), changes that cancel out left out."""
+def deltas(events: Iterable[EventRow], more: Iterable[Delta] = ()) -> list[Delta]:
+    """What `events` change (one less of each job's previous status, one more of its new),
+    and the changes `more`; in one order (counter rows are locked in it), changes that
+    cancel out left out."""
     change: dict[tuple[str, str, str], int] = {}
     get = change.get
+    for job_type, producer, status, n in more:
+        key = (job_type, producer, status)
+        change[key] = get(key, 0) + n
     for _, job_type, producer, _, previous, status, _ in events:
         if previous is not None:
             key = (job_type, producer, previous)
@@ -34,20 +39,6 @@ def deltas(events: Iterable[EventRow]) -> list[Delta]:
         key = (job_type, producer, status)
         change[key] = get(key, 0) + 1
     return [(*key, n) for key, n in sorted(change.items()) if n]
-
-
-def add(tx: Tx, changes: Sequence[Delta]) -> None:
-    """Apply `changes` with one statement (prunes; the writes' own deltas go in with their
-    events, in the dialect's statement)."""
-    if not changes:
-        return
-    stmt = tx.dialect.insert(job_counts).values(
-        [{"job_type": t, "producer": p, "status": s, "n": n} for t, p, s, n in changes]
-    )
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[C.job_type, C.producer, C.status], set_={"n": C.n + stmt.excluded.n}
-    )
-    tx.conn.execute(stmt)
 
 
 def by_status(tx: Tx, *, producer: str | None, job_type: str | None) -> dict[str, int]:

@@ -25,7 +25,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from queuelog.storage import batches, driver
+from queuelog.storage import batches, deadline, driver
 from queuelog.storage.batches import (
     Call,
     CommitFailed,
@@ -41,6 +41,7 @@ from queuelog.storage.checkpoint import WRITER_AUTOCHECKPOINT, Checkpointer
 from queuelog.storage.dialect import KEYS_CHANNEL as KEYS_CHANNEL  # where callers look
 from queuelog.storage.dialect import TYPES_CHANNEL as TYPES_CHANNEL
 from queuelog.storage.engines import PostgresEngine, for_backend, normalize_url, sqlite_engine
+from queuelog.storage.retry import retrying
 from queuelog.storage.tx import Tx
 
 T = TypeVar("T")
@@ -132,13 +133,25 @@ class Database:
         return done.result()
 
     def read_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
+        return self._read(deadline.current(), fn, *a, **k)
+
+    def _read(
+        self,
+        until: float | None,
+        fn: Callable[Concatenate[Tx, P], T],
+        /,
+        *a: P.args,
+        **k: P.kwargs,
+    ) -> T:
+        """A read transaction, its statements held to `until` (`storage.deadline`)."""
+
         def read(retry: bool) -> T:
             with self.reader.begin() as conn:
                 tx = Tx(conn, self.sql)
-                with batches.marking_lost(tx, retry):
+                with batches.marking_lost(tx, retry), self.sql.deadline(conn, until):
                     return fn(tx, *a, **k)
 
-        return self._once_more_if_lost(read)
+        return retrying(lambda: self._once_more_if_lost(read))
 
     def _once_more_if_lost(self, run: Callable[[bool], T]) -> T:
         """`run(True)`; if its connection was dead (a server restart, an idle timeout)
@@ -318,7 +331,8 @@ class Database:
                 conn.close()
 
     def _run_together(self, calls: list[Call]) -> list[Outcome]:
-        return self._once_more_if_lost(functools.partial(self._run_once, calls))
+        """Every write transaction runs here; one ended for a conflict runs again (`retry`)."""
+        return retrying(lambda: self._once_more_if_lost(functools.partial(self._run_once, calls)))
 
     def _run_once(self, calls: list[Call], retry: bool) -> list[Outcome]:
         committing = False
@@ -327,7 +341,7 @@ class Database:
                 tx = Tx(conn, self.sql)
                 with batches.marking_lost(tx, retry):
                     outcomes = run_calls(tx, calls)
-                    if tx.events:
+                    if tx.events or tx.deltas:
                         self._append_events(tx)
                 committing = True
         except Exception as exc:
@@ -375,7 +389,8 @@ class Database:
             return False, exc
 
     async def read(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
-        call = functools.partial(self.read_sync, fn, *a, **k)
+        # The request's deadline, read here: the reader thread does not see this context.
+        call = functools.partial(self._read, deadline.current(), fn, *a, **k)
         return await asyncio.get_running_loop().run_in_executor(self._read_pool, call)
 
     def _append_events(self, tx: Tx) -> None:

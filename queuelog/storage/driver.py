@@ -59,7 +59,7 @@ def _inserted(values: Sequence[Mapping[str, Any]], ids: Iterable[int]) -> list[J
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
     """Insert jobs (every row with the first row's columns; a column left out is NULL),
     rows back in input order. Where the dialect inserts their creation events with them
-    (`inserts_events_with_jobs`), they are in too."""
+    (`inserts_events_with_jobs`, in a `closing` transaction), they are in too."""
     return _inserted(values, tx.dialect.insert_jobs(tx, values))
 
 
@@ -145,5 +145,6 @@ def expired_leases(tx: Tx, now: datetime, limit: int) -> list[JobRow]:
 def insert_events(tx: Tx, rows: Sequence[EventRow]) -> str | None:
     """Append events in one statement (per SQLite's variable limit); ids ascend in order;
     and apply their job-count deltas. On PostgreSQL, both in one statement under the
-    event-order lock; it returns the transaction's id."""
-    return tx.dialect.insert_events(tx, rows, counts.deltas(rows))
+    event-order lock; it returns the transaction's id. The transaction's other count
+    changes (`Tx.deltas`) go in with them."""
+    return tx.dialect.insert_events(tx, rows, counts.deltas(rows, tx.deltas))

@@ -48,7 +48,7 @@ def _idempotent_insert(tx: Tx) -> Any:
 def insert(tx: Tx, values: Sequence[Mapping[str, Any]]) -> list[JobRow]:
     """Insert jobs (none with an idempotency key), in order, recording their creation."""
     rows = driver.insert(tx, values)
-    if not tx.dialect.inserts_events_with_jobs:
+    if not (tx.dialect.inserts_events_with_jobs and tx.closing):
         for row in rows:
             tx.record(row, None)
     return rows
@@ -192,15 +192,36 @@ def page(
 
 
 def ids_matching(
-    tx: Tx, *, scope: Scope, match: JobFilter, statuses: Sequence[str], limit: int
+    tx: Tx,
+    *,
+    scope: Scope,
+    match: JobFilter,
+    statuses: Sequence[str],
+    limit: int,
+    after_id: int | None = None,
 ) -> list[int]:
-    """Up to `limit` ids of jobs in `scope` that `match` and are in one of `statuses`,
-    oldest first."""
+    """Up to `limit` ids of jobs in `scope` that `match` and are in one of `statuses`
+    (with id above `after_id` when given), oldest first."""
     wanted = tuple(s for s in statuses if match.statuses is None or s in match.statuses)
     found = job_lists.ids(
-        tx, scope=scope, match=match._replace(statuses=wanted), limit=limit, newest=False
+        tx,
+        scope=scope,
+        match=match._replace(statuses=wanted),
+        limit=limit,
+        newest=False,
+        after_id=after_id,
     )
     return list(tx.conn.execute(found).scalars())
+
+
+def still_matching(tx: Tx, *, scope: Scope, match: JobFilter, ids: Sequence[int]) -> list[int]:
+    """Which of `ids` are of jobs in `scope` that still `match`, in id order: the check a
+    write makes of ids an earlier read found. Payloads are set once, at enqueue: their
+    test, the one costly condition, is not made again."""
+    again = match._replace(ids=None, payload_contains=None)
+    by_id = tx.dialect.selective(J.id.in_(tuple(ids)))
+    cond = [by_id, *scope.where(jobs), *again.where(tx.dialect)]
+    return list(tx.conn.execute(sa.select(J.id).where(*cond).order_by(J.id)).scalars())
 
 
 def counts(tx: Tx, *, scope: Scope, job_type: str | None) -> dict[str, int]:
@@ -255,7 +276,8 @@ def prune(tx: Tx, status: str, finished_before: datetime, limit: int) -> int:
     if gone:  # ON DELETE CASCADE does this too; say it for connections without FKs
         tx.conn.execute(job_events.delete().where(job_events.c.job_id.in_([r.id for r in gone])))
         by_key = collections.Counter((r.type, r.producer) for r in gone)
-        counts_sql.add(tx, [(t, p, status, -n) for (t, p), n in sorted(by_key.items())])
+        # Counted at the end, under the event-order lock, as every count change is.
+        tx.deltas.extend((t, p, status, -n) for (t, p), n in sorted(by_key.items()))
     return len(gone)
 
 

@@ -5,7 +5,10 @@ ids further, by minute, type and producer (`storage.throughput`'s classification
 counts into the table and moves the watermark, in one transaction. Events become visible in
 id order (PostgreSQL's event-order lock, SQLite's one writer), so no event at or below the
 head can commit later and be skipped. The watermark row is locked first: on PostgreSQL one
-replica at a time rolls up, and the next one sees where it stopped. Rows outlive the events
+replica at a time rolls up, and the next one sees where it stopped. A run whose watermark
+another holds skips its turn rather than wait (SKIP LOCKED): it runs in a group commit,
+beside claims holding type rows, and a wait here would break the lock order
+(docs/design.md, "Lock order"). Rows outlive the events
 they count (retention deletes those) and go after the failed jobs' retention age."""
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ KEY = ("minute", "job_type", "producer")
 
 def roll_up(tx: Tx, batch: int) -> int:
     """Roll up the next events (at most `batch` ids); how many ids the watermark moved."""
-    locked = sa.select(M.value).where(M.name == ROLLED_THROUGH).with_for_update()
-    after = int(tx.conn.execute(locked).scalar_one())
+    locked = sa.select(M.value).where(M.name == ROLLED_THROUGH).with_for_update(skip_locked=True)
+    found = tx.conn.execute(locked).scalar_one_or_none()
+    if found is None:
+        return 0  # another replica is rolling up
+    after = int(found)
     upto = min(events_sql.head(tx), after + batch)
     if upto <= after:
         return 0

@@ -33,9 +33,16 @@ class Tx:
     conn: Connection
     dialect: Dialect
     events: list[EventRow] = field(default_factory=list)
+    # Job-count changes of work that appends no event (a prune's): applied with the events,
+    # under the event-order lock, as every counter change is.
+    deltas: list[tuple[str, str, str, int]] = field(default_factory=list)
     cursor: Any = None  # the driver's cursor, once `driver_cursor` has been asked for it
     xid: str | None = None  # PostgreSQL: the transaction's id, once it appends events
     appended: bool = False  # events went in with the statement that made them (PostgreSQL)
+    # The transaction's remaining work takes no lock but the event-order lock, the last
+    # lock a transaction takes (docs/design.md, "Lock order"): a statement may now append
+    # its own events, taking that lock (`batches.run_calls` sets it for the `Rows` calls).
+    closing: bool = False
     done: set[str] = field(default_factory=set)  # see `first`
     # The last time bound and the last one read (SQLite): a row's times are often one instant.
     bound_time: tuple[datetime | None, str] = (None, "")

@@ -27,7 +27,7 @@ TOO_COMPLEX = ErrorCode.QUERY_TOO_COMPLEX  # a server with lower query limits th
 
 def transient(exc: Exception) -> bool:
     return isinstance(exc, ConnectionFailed) or (
-        isinstance(exc, QueuelogError) and exc.code in TRANSIENT
+        isinstance(exc, QueuelogError) and (codes.transient(exc.code))
     )
 
 

@@ -18,7 +18,7 @@ import signal
 from collections.abc import Callable, Sequence
 
 from queuelog.client.clients import AsyncClient
-from queuelog.client.models import Job
+from queuelog.client.models import Job, QueuelogError
 from queuelog.client.reports import SETTLE_BATCH
 from queuelog.worker.acks import Acks
 from queuelog.worker.attempt import Attempt, Handler
@@ -150,11 +150,16 @@ class Worker:
         async with AsyncClient(self.url, self.key) as client:
             acks = Acks(client)
             log.info("worker up: %s, concurrency %d", ",".join(types), self.concurrency)
+            failure: QueuelogError | None = None
             try:
                 try:
                     await ClaimLoop(self, client, acks, types, running, self._stopping).run()
+                except QueuelogError as exc:  # refused for good (a key or role): stop
+                    log.error("claims refused, stopping: %s", exc)
+                    failure = exc
                 finally:
                     acks.release()  # no claim will carry what is ready
+                # The jobs it holds are run and reported, not abandoned to their leases.
                 await self._drain(running)
             finally:
                 for task in running:
@@ -162,6 +167,8 @@ class Worker:
                 if handle_signals:
                     for sig in (signal.SIGTERM, signal.SIGINT):
                         loop.remove_signal_handler(sig)
+        if failure is not None:
+            raise failure
 
     def ahead(self) -> int:
         """How many jobs to hold beyond the slots: `prefetch` while handlers are quick."""

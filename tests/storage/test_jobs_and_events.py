@@ -331,18 +331,34 @@ def test_a_transaction_that_raises_leaves_neither_job_nor_event(db: Database) ->
 
 
 def test_events_are_appended_in_the_same_transaction(db: Database) -> None:
-    """A reader that sees the job's new status sees its event too: both or neither."""
+    """A reader that sees the job's new status sees its event too: both or neither. An
+    insert that is not its transaction's last work leaves its events for the append at the
+    end (on PostgreSQL the event-order lock is the last lock taken)."""
 
     def enqueue_and_peek(tx: Tx) -> int:
         rows = jobs_sql.insert(tx, [job()])
-        if tx.dialect.name == "postgresql":  # written with the jobs, in the same statement
-            assert tx.appended and not tx.events
-        else:  # not yet appended: written at the end of this same transaction
-            assert tx.events and tx.events[0].job_id == rows[0].id
+        assert not tx.appended  # not yet appended: written at the end of this transaction
+        assert tx.events and tx.events[0].job_id == rows[0].id
         return int(rows[0].id)
 
     job_id = db.write_sync(enqueue_and_peek)
     assert events_of(db, job_id) == [(None, "pending")]
+
+
+async def test_an_insert_run_last_appends_its_events_itself(db: Database) -> None:
+    """`write_rows` inserts run last in their transaction (`closing`): on PostgreSQL the
+    jobs and their events go in one statement."""
+    seen: list[tuple[bool, int]] = []
+
+    def insert_and_peek(tx: Tx, values: list[dict[str, Any]]) -> list[Any]:
+        rows = jobs_sql.insert(tx, values)
+        seen.append((tx.appended, len(tx.events)))
+        return rows
+
+    (row,) = await db.write_rows(insert_and_peek, [job()])
+    with_jobs = db.dialect == "postgresql"
+    assert seen == [(with_jobs, 0 if with_jobs else 1)]
+    assert events_of(db, row.id) == [(None, "pending")]
 
 
 def test_events_for_job_after_and_head(db: Database) -> None:

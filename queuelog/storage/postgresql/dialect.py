@@ -4,21 +4,27 @@ Rows to insert go in as one JSON parameter, so a statement's text stays the same
 batch size (psycopg caches its parse) and is dumped in C. Event rows must become visible in
 id order, so that a reader tailing the feed by id never skips a row committed late: every
 statement that appends events first takes a transaction-scoped advisory lock (the
-event-order lock), held until commit, and queues the NOTIFY sent at commit. Job-count
-deltas go in under the same lock, so counter rows are only ever locked in one order.
+event-order lock), held until commit, and queues the NOTIFY sent at commit. It is the last
+lock a transaction takes (docs/design.md, "Lock order"): its holder waits for nothing
+more, so it closes no cycle of waits. Job-count deltas go in under the same lock, so
+counter rows are only ever locked in one order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from queuelog.domain.lifecycle import PENDING, RUNNING
+from queuelog.storage import deadline
 from queuelog.storage.dialect import (
     COLUMNS,
     EVENT_COLUMNS,
@@ -144,6 +150,22 @@ class PostgresDialect(Dialect):
         seconds = sa.func.date_part("epoch", column - sa.literal(since, UTCDateTime))
         return sa.cast(sa.func.floor(seconds / (width_us / 1_000_000)), sa.BigInteger)
 
+    @contextlib.contextmanager
+    def deadline(self, conn: sa.Connection, until: float | None) -> Iterator[None]:
+        # statement_timeout: the server cancels a statement at it, whatever the client
+        # does meanwhile (SET takes no snapshot: SNAPSHOT may still follow).
+        if until is None:
+            yield
+            return
+        ms = math.ceil(deadline.left(until) * 1000)
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
+        try:
+            yield
+        except sa.exc.OperationalError as exc:
+            if isinstance(exc.orig, psycopg.errors.QueryCanceled):
+                raise deadline.DeadlinePassed from exc
+            raise
+
     def snapshot(self, conn: sa.Connection) -> None:
         conn.execute(self.SNAPSHOT)
 
@@ -217,11 +239,17 @@ class PostgresDialect(Dialect):
         return text
 
     def insert_jobs(self, tx: Any, values: Sequence[Mapping[str, Any]]) -> list[int]:
-        """The jobs and their creation events (and job counts) in one statement."""
+        """The jobs and, when the transaction is `closing`, their creation events (and job
+        counts) in one statement. Earlier in a transaction the events wait for the append
+        at its end (`Tx.events`): taking the event-order lock here, before work that may
+        wait for a row lock, would invert the lock order (docs/design.md, "Lock order")."""
         names = tuple(values[0])
         times = [n for n in TIME_NAMES if n in values[0]]
         rows = _json(values, (v[n] for v in values for n in times))
         cur = tx.driver_cursor()
+        if not tx.closing:
+            cur.execute(self._insert_sql(names, "id"), [rows])
+            return [r[0] for r in cur.fetchall()]
         cur.execute(self._insert_with_events_sql(names), [rows])
         raw = cur.fetchall()
         tx.appended = True
