@@ -24,7 +24,10 @@ next to new jobs, and a place freed on another replica is not counted here, so w
 them is the rule that cannot miss one.
 
 A waiter whose client went away (`gone` finished) stops waiting; jobs it claimed after that
-are given back at once (`give_back`), since nobody will receive them.
+are given back at once (`give_back`), since nobody will receive them. A waiter whose key is
+revoked stops too (KeyRevoked): every claim it makes after the first confirms its key as an
+HTTP request would, and a revocation heard of (here, or another replica's NOTIFY) wakes it to
+confirm at once; jobs it got as its key was revoked are given back.
 
 Jobs enqueued through this process wake its waiters as soon as their transaction commits
 (`PendingHints`, told by the job service), without waiting for the feed to read their
@@ -40,6 +43,7 @@ from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from typing import Protocol, TypeVar, cast
 
 from queuelog.events.feed import EventFeed, Interest
+from queuelog.events.sessions import KeyRevoked, Session
 from queuelog.service.handoff import Standing
 from queuelog.service.job_types import JobTypeService, WaitHints
 from queuelog.service.models import Actor, Job, JobEvent, Role, Status
@@ -252,13 +256,15 @@ async def claim_waiting(
     gone: Callable[[], Coroutine[object, object, object]] | None = None,
     give_back: Callable[[list[T]], Awaitable[object]] | None = None,
     offer: Callable[[], Standing] | None = None,
+    key: tuple[str, Callable[[], Awaitable[bool]]] | None = None,
 ) -> list[T]:
     """`claim()`'s jobs, at once if there are any, else as soon as one of `types` (None:
     any the claim may take) enters PENDING and is claimed, or nothing after `seconds`
     (its types' waiters trying again every `recheck`, default RECHECK_SECONDS) or once
     `gone()` ends. With
     `flow`, limited types wake it as the module says. With `offer`, it stands in line for
-    enqueues to claim for it while it pauses (`service.handoff`)."""
+    enqueues to claim for it while it pauses (`service.handoff`). With `key` (its name, and
+    whether it is live now), it ends with KeyRevoked once the key is revoked."""
     if seconds <= 0 or not feed.running:
         return await claim()
     # A busy worker's claim finds jobs at once: it never takes a place in line (which
@@ -278,6 +284,10 @@ async def claim_waiting(
         left.add_done_callback(lambda _: me.wake())
     watching = contextlib.nullcontext() if flow is None else flow.watching(me.wake)
     standing: Standing | None = None
+    session: Session | None = None
+    if key is not None:  # a revocation heard of wakes it to confirm its key
+        session = Session(key[0], key[1], 0.0, on_revoke=me.wake, on_expire=me.wake)
+        feed.register(session)
 
     async def withdrawn() -> list[T]:
         """Out of the standing line: the jobs an enqueue claimed for it meanwhile, if any."""
@@ -296,6 +306,8 @@ async def claim_waiting(
                 me.woken = False
                 took, me.called = me.called, None
                 started = loop.time()
+                if session is not None:
+                    await session.confirm()
                 jobs = await withdrawn() or await claim()
                 shared.claimed(me, started, bool(jobs))
                 if jobs:
@@ -319,10 +331,13 @@ async def claim_waiting(
                 await shared.pause(me, every, min(deadline, token_at))
                 if left is not None and left.done():
                     return []
-        if jobs and left is not None and left.done():
+        revoked = session is not None and session.revoked
+        if jobs and (revoked or (left is not None and left.done())):
             if give_back is not None:
                 await give_back(jobs)
-            return []
+            jobs = []
+        if session is not None and session.revoked:
+            raise KeyRevoked(f"the API key {session.name!r} was revoked")
         return jobs
     finally:
         waiters.leave(me)

@@ -8,7 +8,10 @@ import strawberry
 from starlette.requests import Request
 from strawberry.scalars import JSON
 
+from queuelog.auth.backend import bearer
+from queuelog.auth.permissions import unauthenticated
 from queuelog.events.claims import claim_waiting
+from queuelog.events.sessions import KeyRevoked
 from queuelog.graphql_ops_types import (
     BulkJobsPayload,
     JobFilter,
@@ -76,16 +79,41 @@ async def _claim(
     async def give_back(jobs: list[models.Job]) -> None:
         await ctx.service.release(actor, [j.id for j in jobs])
 
-    return await claim_waiting(
-        ctx.feed,
-        lambda: ctx.service.claim(actor, types, lease_seconds, limit),
-        ctx.service.usable_types(actor) if types is None else types,
-        seconds,
-        flow=ctx.job_types,
-        gone=gone if isinstance(request, Request) else None,
-        give_back=give_back,
-        offer=lambda: ctx.service.standing_claim(actor, types, lease_seconds, limit),
-    )
+    try:
+        return await claim_waiting(
+            ctx.feed,
+            lambda: ctx.service.claim(actor, types, lease_seconds, limit),
+            ctx.service.usable_types(actor) if types is None else types,
+            seconds,
+            flow=ctx.job_types,
+            gone=gone if isinstance(request, Request) else None,
+            give_back=give_back,
+            offer=lambda: ctx.service.standing_claim(actor, types, lease_seconds, limit),
+            key=(actor.name, _key_live(ctx)),
+        )
+    except KeyRevoked as exc:
+        raise unauthenticated(str(exc)) from None
+
+
+def _key_live(ctx: Context) -> Callable[[], Awaitable[bool]]:
+    """Whether the request's key is live now, as a new request with it would find."""
+    session, keys = ctx.session, ctx.keys
+    if session is not None:  # a WebSocket connection's
+
+        async def confirmed() -> bool:
+            try:
+                await session.confirm()
+            except KeyRevoked:
+                return False
+            return True
+
+        return confirmed
+    token = bearer(ctx.request.headers.get("authorization")) or ""
+
+    async def verified() -> bool:
+        return await keys.verify(token) is not None
+
+    return verified
 
 
 async def claim_job(
