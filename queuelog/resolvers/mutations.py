@@ -32,7 +32,7 @@ from queuelog.graphql_types import (
 )
 from queuelog.resolvers.context import Context
 from queuelog.resolvers.queries import parse_id
-from queuelog.service import filters, models
+from queuelog.service import filters, models, validation
 from queuelog.service.errors import DomainError, NotFound
 from queuelog.service.models import Priority
 
@@ -69,6 +69,7 @@ async def _claim(
 ) -> list[models.Job]:
     ctx, actor = info.context, info.context.require_actor()
     seconds = ctx.service.claim_wait(wait)
+    types = validation.claim_types(types, ["types"])
     request = ctx.request
 
     async def gone() -> None:
@@ -90,6 +91,7 @@ async def _claim(
             give_back=give_back,
             offer=lambda: ctx.service.standing_claim(actor, types, lease_seconds, limit),
             key=(actor.name, _key_live(ctx)),
+            max_waiting=ctx.service.settings.max_waiting_claims_per_key,
         )
     except KeyRevoked as exc:
         raise unauthenticated(str(exc)) from None
