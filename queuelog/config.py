@@ -116,6 +116,7 @@ class Settings(BaseSettings):
     ws_init_timeout_seconds: float = Field(default=10.0, gt=0)
     ws_ping_interval_seconds: float = Field(default=20.0, gt=0)
     max_subscriptions_per_connection: int = Field(default=50, ge=1)
+    max_subscriptions_per_key: int = Field(default=1_000, ge=1)  # on one server
     # long polls: claims with `waitSeconds` one key may have waiting on one server
     max_waiting_claims_per_key: int = Field(default=500, ge=1)
 
