@@ -95,6 +95,8 @@ class Settings(BaseSettings):
 
     payload_max_bytes: int = Field(default=65_536, ge=1)
     request_max_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    # the request bodies one server holds at once (each counts its Content-Length)
+    request_bodies_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     error_max_chars: int = Field(default=2_000, ge=64)
     default_lease_seconds: int = Field(default=300, ge=1, le=86_400)
     max_lease_seconds: int = Field(default=86_400, ge=1)
