@@ -95,6 +95,8 @@ class Settings(BaseSettings):
 
     payload_max_bytes: int = Field(default=65_536, ge=1)
     request_max_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    # the request bodies one server holds at once (each counts its Content-Length)
+    request_bodies_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     error_max_chars: int = Field(default=2_000, ge=64)
     default_lease_seconds: int = Field(default=300, ge=1, le=86_400)
     max_lease_seconds: int = Field(default=86_400, ge=1)
@@ -116,6 +118,9 @@ class Settings(BaseSettings):
     ws_init_timeout_seconds: float = Field(default=10.0, gt=0)
     ws_ping_interval_seconds: float = Field(default=20.0, gt=0)
     max_subscriptions_per_connection: int = Field(default=50, ge=1)
+    max_subscriptions_per_key: int = Field(default=1_000, ge=1)  # on one server
+    # long polls: claims with `waitSeconds` one key may have waiting on one server
+    max_waiting_claims_per_key: int = Field(default=500, ge=1)
 
     # slow and numerous clients (see queuelog/edge/serving.py and README "Deployment")
     http_request_timeout_seconds: float = Field(default=30.0, gt=0)

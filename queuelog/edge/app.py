@@ -63,7 +63,7 @@ from queuelog.edge.http import (
     rate_limited,
 )
 from queuelog.edge.metrics import JobMetrics, MetricsEndpoint, process_exited, subscriptions_loop
-from queuelog.edge.requests import OUTCOME, OperationLabels, OperationObserver, root_fields
+from queuelog.edge.requests import BODY, OUTCOME, OperationLabels, OperationObserver, root_fields
 from queuelog.edge.view import SpecGraphQL
 from queuelog.edge.websocket import handler_classes
 from queuelog.events.listen import listen
@@ -158,39 +158,89 @@ class QueuelogGraphQL(SpecGraphQL):
 
 
 class BodyLimit:
-    """Refuse request bodies over `max_bytes` with 413 before anything parses them."""
+    """Refuse request bodies over `max_bytes` with 413 before anything parses them, and hold
+    every body in one buffer: the middleware reads it whole, then hands the application one
+    message. The bodies being held, server-wide, stay within `budget` bytes (each counts
+    its Content-Length, or what has arrived): past it, 503 at once."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, budget: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.budget = budget
+        self.held = 0  # bytes of the bodies in flight, counted before they arrive
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        declared = 0
         for name, value in scope["headers"]:
-            if name == b"content-length" and (not value.isdigit() or int(value) > self.max_bytes):
-                await _too_large(self.max_bytes)(scope, receive, send)
-                return
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _BodyTooLarge
-            return message
-
+            if name == b"content-length":
+                if not value.isdigit() or int(value) > self.max_bytes:
+                    await _too_large(self.max_bytes)(scope, receive, send)
+                    return
+                declared = int(value)
+        reserved = 0
         try:
-            await self.app(scope, limited, send)
-        except _BodyTooLarge:
-            await _too_large(self.max_bytes)(scope, receive, send)
+            if not self._reserve(declared):
+                await _busy()(scope, receive, send)
+                return
+            reserved = declared
+            body, size = bytearray(declared), 0  # filled in place as the bytes arrive
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client left mid-body: nobody to answer
+                chunk = message.get("body", b"")
+                if size + len(chunk) > self.max_bytes:
+                    await _too_large(self.max_bytes)(scope, receive, send)
+                    return
+                if size + len(chunk) > reserved:  # no Content-Length, or more than it said
+                    if not self._reserve(size + len(chunk) - reserved):
+                        await _busy()(scope, receive, send)
+                        return
+                    reserved = size + len(chunk)
+                body[size : size + len(chunk)] = chunk
+                size += len(chunk)
+                if not message.get("more_body", False):
+                    break
+            del body[size:]
+            data = bytes(body)
+            del body
+            scope.setdefault("state", {})[BODY] = data  # for the operation's label
+            whole: Message | None = {"type": "http.request", "body": data}
+
+            async def replay() -> Message:
+                nonlocal whole
+                if whole is not None:
+                    message, whole = whole, None
+                    return message
+                return await receive()  # e.g. the client leaving a long poll
+
+            await self.app(scope, replay, send)
+        finally:
+            self.held -= reserved
+
+    def _reserve(self, n: int) -> bool:
+        if n and self.held + n > self.budget:
+            return False
+        self.held += n
+        return True
 
 
-class _BodyTooLarge(Exception):
-    pass
+def _busy() -> Response:
+    return JSONResponse(
+        {
+            "errors": [
+                {
+                    "message": "too many request bodies in flight on this server; retry later",
+                    "extensions": {"code": "SERVICE_UNAVAILABLE"},
+                }
+            ]
+        },
+        status_code=503,
+        headers={"Retry-After": "1", "Connection": "close"},
+    )
 
 
 def _too_large(limit: int) -> Response:
@@ -349,7 +399,11 @@ def create_app(
         settings.anonymous_rate_limit_per_second, settings.anonymous_rate_limit_burst
     )
     middleware += [
-        Middleware(BodyLimit, max_bytes=settings.request_max_bytes),
+        Middleware(
+            BodyLimit,
+            max_bytes=settings.request_max_bytes,
+            budget=settings.request_bodies_max_bytes,
+        ),
         Middleware(AuthenticationMiddleware, backend=graphql.auth, on_error=_auth_error),
         Middleware(KeyRateLimit, buckets=graphql.key_buckets, anonymous=anonymous),
     ]

@@ -28,8 +28,11 @@ from queuelog.api.types.queues import (
     BulkJobsPayload,
     JobFilter,
 )
+from queuelog.auth.backend import bearer
+from queuelog.auth.permissions import unauthenticated
 from queuelog.events.claims import claim_waiting
-from queuelog.service import filters, models
+from queuelog.events.sessions import KeyRevoked
+from queuelog.service import filters, models, validation
 from queuelog.service.errors import DomainError, NotFound
 from queuelog.service.models import Priority
 
@@ -66,6 +69,7 @@ async def _claim(
 ) -> list[models.Job]:
     ctx, actor = info.context, info.context.require_actor()
     seconds = ctx.service.claim_wait(wait)
+    types = validation.claim_types(types, ["types"])
     request = ctx.request
 
     async def gone() -> None:
@@ -76,16 +80,42 @@ async def _claim(
     async def give_back(jobs: list[models.Job]) -> None:
         await ctx.service.release(actor, [j.id for j in jobs])
 
-    return await claim_waiting(
-        ctx.feed,
-        lambda: ctx.service.claim(actor, types, lease_seconds, limit),
-        ctx.service.usable_types(actor) if types is None else types,
-        seconds,
-        flow=ctx.job_types,
-        gone=gone if isinstance(request, Request) else None,
-        give_back=give_back,
-        offer=lambda: ctx.service.standing_claim(actor, types, lease_seconds, limit),
-    )
+    try:
+        return await claim_waiting(
+            ctx.feed,
+            lambda: ctx.service.claim(actor, types, lease_seconds, limit),
+            ctx.service.usable_types(actor) if types is None else types,
+            seconds,
+            flow=ctx.job_types,
+            gone=gone if isinstance(request, Request) else None,
+            give_back=give_back,
+            offer=lambda: ctx.service.standing_claim(actor, types, lease_seconds, limit),
+            key=(actor.name, _key_live(ctx)),
+            max_waiting=ctx.service.settings.max_waiting_claims_per_key,
+        )
+    except KeyRevoked as exc:
+        raise unauthenticated(str(exc)) from None
+
+
+def _key_live(ctx: Context) -> Callable[[], Awaitable[bool]]:
+    """Whether the request's key is live now, as a new request with it would find."""
+    session, keys = ctx.session, ctx.keys
+    if session is not None:  # a WebSocket connection's
+
+        async def confirmed() -> bool:
+            try:
+                await session.confirm()
+            except KeyRevoked:
+                return False
+            return True
+
+        return confirmed
+    token = bearer(ctx.request.headers.get("authorization")) or ""
+
+    async def verified() -> bool:
+        return await keys.verify(token) is not None
+
+    return verified
 
 
 async def claim_job(
