@@ -28,7 +28,7 @@ from queuelog.api.types.queues import (
     BulkJobsPayload,
     JobFilter,
 )
-from queuelog.events.claims import claim_waiting
+from queuelog.events.claims import ClaimArgs, claim_for
 from queuelog.service import filters, models
 from queuelog.service.errors import DomainError, NotFound
 from queuelog.service.models import Priority
@@ -65,7 +65,6 @@ async def _claim(
     info: Info, types: list[str] | None, lease_seconds: int | None, limit: int, wait: int | None
 ) -> list[models.Job]:
     ctx, actor = info.context, info.context.require_actor()
-    seconds = ctx.service.claim_wait(wait)
     request = ctx.request
 
     async def gone() -> None:
@@ -73,18 +72,13 @@ async def _claim(
         while (await request.receive())["type"] != "http.disconnect":
             pass
 
-    async def give_back(jobs: list[models.Job]) -> None:
-        await ctx.service.release(actor, [j.id for j in jobs])
-
-    return await claim_waiting(
+    return await claim_for(
+        ctx.service,
         ctx.feed,
-        lambda: ctx.service.claim(actor, types, lease_seconds, limit),
-        ctx.service.usable_types(actor) if types is None else types,
-        seconds,
-        flow=ctx.job_types,
-        gone=gone if isinstance(request, Request) else None,
-        give_back=give_back,
-        offer=lambda: ctx.service.standing_claim(actor, types, lease_seconds, limit),
+        ctx.job_types,
+        actor,
+        ClaimArgs(types, lease_seconds, limit, wait),
+        gone if isinstance(request, Request) else None,
     )
 
 
