@@ -318,10 +318,11 @@ def _serve(services: Services, endpoint: Endpoint) -> Callable[[Request], Awaita
         try:
             actor = _actor(request, endpoint.capability)
             query = _query(request, endpoint.query)
+            # Outside the catch-all below: the body limit's middleware stops an oversized
+            # body by raising through this read.
             body = await _body(request, endpoint.body)
             call = Call(services, request, actor, body, query, _job_id(request))
-            async with asyncio.timeout(timeout):
-                return await endpoint.handler(call)
+            return await run(call)
         except Refused as exc:
             headers = None
             if exc.code == ErrorCode.UNAUTHENTICATED:
@@ -329,14 +330,20 @@ def _serve(services: Services, endpoint: Endpoint) -> Callable[[Request], Awaita
             return _error(exc.code, exc.message, headers, field=exc.field)
         except DomainError as exc:
             return _refusal(exc)
+
+    async def run(call: Call) -> Response:
+        """The handler within the execution timeout; a fault masked, with the request id."""
+        try:
+            async with asyncio.timeout(timeout):
+                return await endpoint.handler(call)
+        except DomainError:
+            raise
         except TimeoutError:
             message = f"the request took longer than {timeout:g} s; retry later"
             return _error(ErrorCode.EXECUTION_TIMEOUT, message)
         except Exception:
-            rid = request.scope.get("state", {}).get("request_id")
-            log.exception(
-                "unexpected error (request %s) at %s %s", rid, request.method, endpoint.path
-            )
+            rid = call.request.scope.get("state", {}).get("request_id")
+            log.exception("unexpected error (request %s) at %s", rid, endpoint.name)
             return _error(ErrorCode.INTERNAL_SERVER_ERROR, "Internal server error", requestId=rid)
 
     return serve
