@@ -35,32 +35,26 @@ def test_seed_scenario(server: LiveServer, job_type: str) -> None:
     later = enqueued(server, producer, type=job_type, priority="high", max_retries=0)
 
     # Claim: highest priority first, then the oldest; the worker id is the key's name.
-    job = claimed(server, worker, [job_type], lease_seconds=120)
-    assert job is not None and job["id"] == urgent["id"]
-    assert job["status"] == "running" and job["worker_id"] == worker_name
+    held = [claimed(server, worker, [job_type], lease_seconds=120) for _ in range(3)]
+    assert [j and j["id"] for j in held] == [urgent["id"], later["id"], first["id"]]
+    job = held[0]
+    assert job is not None and job["status"] == "running" and job["worker_id"] == worker_name
     assert job["claimed_at"] is not None
+
+    done = ok(call(server, "POST", f"/jobs/{first['id']}/complete", worker, {"result": {"ok": 1}}))
+    assert done["status"] == "completed" and done["result"] == {"ok": 1}
+    # Completed and failed are final: the state machine refuses a second report.
+    resp = call(server, "POST", f"/jobs/{first['id']}/fail", worker, {"error": "x"})
+    refused(resp, 409, "INVALID_STATE")
+    # No retries left: FAILED at once.
+    failed = ok(call(server, "POST", f"/jobs/{later['id']}/fail", worker, {"error": "bad address"}))
+    assert failed["status"] == "failed" and failed["retry_count"] == 0
+    assert admin_job(server, later["id"])["error"] == "bad address"
     # Retryable failure with retries left: back to pending, retry_count counted.
-    retried = ok(call(server, "POST", f"/jobs/{job['id']}/fail", worker, {"error": "smtp down"}))
+    retried = ok(call(server, "POST", f"/jobs/{urgent['id']}/fail", worker, {"error": "smtp down"}))
     assert retried["status"] == "pending" and retried["retry_count"] == 1
     assert retried["worker_id"] == worker_name and retried["error"] is None  # admins only
     assert retried["run_at"] > job["run_at"]  # after a backoff
-
-    job = claimed(server, worker, [job_type])
-    assert job is not None and job["id"] == later["id"]
-    failed = ok(call(server, "POST", f"/jobs/{job['id']}/fail", worker, {"error": "bad address"}))
-    assert failed["status"] == "failed" and failed["retry_count"] == 0
-    assert admin_job(server, job["id"])["error"] == "bad address"
-
-    job = claimed(server, worker, [job_type])
-    assert job is not None and job["id"] == first["id"]
-    done = ok(call(server, "POST", f"/jobs/{job['id']}/complete", worker, {"result": {"ok": 1}}))
-    assert done["status"] == "completed" and done["result"] == {"ok": 1}
-    # Completed and failed are final: the state machine refuses a second report.
-    refused(
-        call(server, "POST", f"/jobs/{job['id']}/fail", worker, {"error": "x"}),
-        409,
-        "INVALID_STATE",
-    )
 
     # The retried job comes back after its backoff (a second or two): a waiting claim gets it.
     job = claimed(server, worker, [job_type], wait_seconds=20)
