@@ -301,7 +301,8 @@ _FIELDS |= {"concurrencyKey": "concurrency_key"}
 def _rest_field(path: list[str] | None) -> list[str] | None:
     if path is None:
         return None
-    return [_FIELDS.get(p, p) for p in path if _FIELDS.get(p, p) is not None]  # type: ignore[misc]
+    names = (_FIELDS.get(p, p) for p in path)
+    return [n for n in names if n is not None]
 
 
 def _refusal(exc: DomainError) -> Response:
