@@ -44,13 +44,16 @@ import contextlib
 import math
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar, cast
 
 from queuelog.events.feed import EventFeed, Interest
 from queuelog.events.sessions import KeyRevoked, Session
+from queuelog.service import validation
 from queuelog.service.errors import ValidationFailed
 from queuelog.service.handoff import Standing
 from queuelog.service.job_types import JobTypeService, WaitHints
+from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor, Job, JobEvent, Role, Status
 from queuelog.service.observer import JobObserver
 from queuelog.storage import events as events_sql
@@ -67,6 +70,18 @@ HINTED_MAX = 10_000  # jobs announced ahead of the feed, remembered until it pas
 # Sees every event, to learn which jobs entered PENDING or left RUNNING (to PENDING or a
 # finished status); what it learns is never shown.
 _FEED_READER = Actor("queuelog-claims", Role.ADMIN)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimArgs:
+    """What a client's claim asks for (`claim_for`), as its API received it."""
+
+    types: Sequence[str] | None = None
+    lease_seconds: int | None = None
+    limit: int = 1
+    wait_seconds: int | None = 0
+
+
 _LEFT_RUNNING = Interest(_FEED_READER, statuses=frozenset(Status) - {Status.RUNNING})
 
 
@@ -398,3 +413,38 @@ async def claim_waiting(
             left.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await left
+
+
+async def claim_for(
+    service: JobService,
+    feed: EventFeed,
+    flow: JobTypeService,
+    actor: Actor,
+    claim: ClaimArgs,
+    gone: Callable[[], Coroutine[object, object, object]] | None = None,
+    key_live: Callable[[], Awaitable[bool]] | None = None,
+) -> list[Job]:
+    """A client's claim, the same over every API: `service.claim`, waiting as long as the
+    service allows `claim.wait_seconds` when nothing is claimable, standing in line for
+    enqueues meanwhile; what it claimed after its client went away (`gone`) is given back.
+    With `key_live` (whether the caller's key is live now), a claim waiting when its key is
+    revoked ends with KeyRevoked; a key's waiting claims are bounded by the settings."""
+    seconds = service.claim_wait(claim.wait_seconds)
+    types = validation.claim_types(claim.types, ["types"])
+    lease, limit = claim.lease_seconds, claim.limit
+
+    async def give_back(jobs: list[Job]) -> None:
+        await service.release(actor, [j.id for j in jobs])
+
+    return await claim_waiting(
+        feed,
+        lambda: service.claim(actor, types, lease, limit),
+        service.usable_types(actor) if types is None else types,
+        seconds,
+        flow=flow,
+        gone=gone,
+        give_back=give_back,
+        offer=lambda: service.standing_claim(actor, types, lease, limit),
+        key=None if key_live is None else (actor.name, key_live),
+        max_waiting=service.settings.max_waiting_claims_per_key,
+    )

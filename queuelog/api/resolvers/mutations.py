@@ -30,9 +30,9 @@ from queuelog.api.types.queues import (
 )
 from queuelog.auth.backend import bearer
 from queuelog.auth.permissions import unauthenticated
-from queuelog.events.claims import claim_waiting
+from queuelog.events.claims import ClaimArgs, claim_for
 from queuelog.events.sessions import KeyRevoked
-from queuelog.service import filters, models, validation
+from queuelog.service import filters, models
 from queuelog.service.errors import DomainError, NotFound
 from queuelog.service.models import Priority
 
@@ -68,8 +68,6 @@ async def _claim(
     info: Info, types: list[str] | None, lease_seconds: int | None, limit: int, wait: int | None
 ) -> list[models.Job]:
     ctx, actor = info.context, info.context.require_actor()
-    seconds = ctx.service.claim_wait(wait)
-    types = validation.claim_types(types, ["types"])
     request = ctx.request
 
     async def gone() -> None:
@@ -77,21 +75,15 @@ async def _claim(
         while (await request.receive())["type"] != "http.disconnect":
             pass
 
-    async def give_back(jobs: list[models.Job]) -> None:
-        await ctx.service.release(actor, [j.id for j in jobs])
-
     try:
-        return await claim_waiting(
+        return await claim_for(
+            ctx.service,
             ctx.feed,
-            lambda: ctx.service.claim(actor, types, lease_seconds, limit),
-            ctx.service.usable_types(actor) if types is None else types,
-            seconds,
-            flow=ctx.job_types,
-            gone=gone if isinstance(request, Request) else None,
-            give_back=give_back,
-            offer=lambda: ctx.service.standing_claim(actor, types, lease_seconds, limit),
-            key=(actor.name, _key_live(ctx)),
-            max_waiting=ctx.service.settings.max_waiting_claims_per_key,
+            ctx.job_types,
+            actor,
+            ClaimArgs(types, lease_seconds, limit, wait),
+            gone if isinstance(request, Request) else None,
+            _key_live(ctx),
         )
     except KeyRevoked as exc:
         raise unauthenticated(str(exc)) from None
