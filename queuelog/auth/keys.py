@@ -155,7 +155,9 @@ class KeyStore:
             unknown = [t for t in allowed_types if t not in self.job_types]
             if unknown:
                 raise errors.JobTypeNotAllowed(
-                    f"not configured job types: {', '.join(unknown)}",
+                    f"not configured job types: {', '.join(unknown)} (the server's job types"
+                    f" are {', '.join(self.job_types)}: its QUEUELOG_JOB_TYPES setting, or"
+                    " job_types in its QUEUELOG_CONFIG TOML file)",
                     ["input", "allowedTypes"],
                 )
             allowed_types = tuple(dict.fromkeys(allowed_types))
