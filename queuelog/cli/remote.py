@@ -53,7 +53,8 @@ def _has_key(args: argparse.Namespace) -> bool:
 def explain(exc: QueuelogError, args: argparse.Namespace) -> str:
     """The refusal as the CLI prints it: the server's words, then what to change."""
     code, message = str(exc.code), exc.message
-    field = exc.field[-1] if exc.field else None
+    # The input at fault: the refusal's field, or the argument its message starts with.
+    field = exc.field[-1] if exc.field else message.split(" ", 1)[0]
     hint = ""
     if code == "UNAUTHENTICATED":
         if not _has_key(args):
@@ -79,7 +80,7 @@ def explain(exc: QueuelogError, args: argparse.Namespace) -> str:
         hint = f"--url or QUEUELOG_URL must be the server's /graphql, e.g. {EXAMPLE_URL}"
     elif code == "RATE_LIMITED":
         hint = "try again shortly"
-    elif field in OPTIONS:
+    elif field in OPTIONS and code != "INVALID_STATE":  # the job's state, not the input
         hint = f"check {OPTIONS[field]}"
     return f"{code}: {message}" + (f"\n  hint: {hint}" if hint else "")
 

@@ -211,6 +211,9 @@ def test_jobs_list_pages_with_after_and_takes_statuses_in_any_case(
         assert f"queuelog jobs list --type {job_type} --limit 2 --after" in page.stderr
         args = ["jobs", "list", "--type", job_type, "--limit", "2", "--after", more.group(1)]
     assert seen == ids[::-1]
+    for option, bad in (("--limit", "0"), ("--after", "garbage")):
+        refused = ql("jobs", "list", option, bad, **environ)
+        assert refused.returncode == 1 and f"hint: check {option}" in refused.stderr
     for spelling in ("CANCELLED", "cancelled", "Cancelled"):
         out = ql("jobs", "list", "--type", job_type, "--status", spelling, **environ)
         assert out.returncode == 0, out.stderr
