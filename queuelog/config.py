@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from queuelog.domain.key_format import PREFIX, well_formed
+
 
 def _is_origin(value: str) -> bool:
     """Whether `value` is a scheme, a host and an optional port, and nothing more."""
@@ -219,9 +221,7 @@ class Settings(BaseSettings):
     def _check_admin_key(cls, value: object) -> object:
         if value in (None, ""):
             return None
-        from queuelog.auth.keys import PREFIX, well_formed
-
-        # The shapes auth.keys accepts as a bearer key; any other would be stored and never work.
+        # The shapes a bearer key may have; any other would be stored and never work.
         if isinstance(value, str) and (
             (value.startswith(PREFIX) and well_formed(value))
             or re.fullmatch(r"ql_[A-Za-z0-9_\-]{29,253}", value)
@@ -229,9 +229,9 @@ class Settings(BaseSettings):
             return value
         raise ValueError(
             "QUEUELOG_ADMIN_KEY must be a queuelog key: 'qlk_' and 49 letters and digits with"
-            " a valid checksum, as `python -c 'from queuelog.auth.keys import generate_secret;"
-            " print(generate_secret())'` prints (or a key of the earlier format: 'ql_' and"
-            " then 29 to 253 letters, digits, '-' or '_')"
+            " a valid checksum, as `python -c 'from queuelog.domain.key_format import"
+            " generate_secret; print(generate_secret())'` prints (or a key of the earlier"
+            " format: 'ql_' and then 29 to 253 letters, digits, '-' or '_')"
         )
 
     def schedule_configs(self) -> dict[str, ScheduleConfig]:
