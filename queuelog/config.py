@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from queuelog.domain.key_format import PREFIX, well_formed
 
 
 def _is_origin(value: str) -> bool:
@@ -202,18 +204,40 @@ class Settings(BaseSettings):
                 raise ValueError(f"invalid job type name {name!r}")
         return value
 
+    @model_validator(mode="after")
+    def _types_from_file(self) -> Settings:
+        """`job_types` of the TOML file, where QUEUELOG_JOB_TYPES is not set: the server's
+        job types only ever come from its configuration, never from a caller."""
+        if self.config is None or "job_types" in self.model_fields_set:
+            return self
+        try:
+            raw = tomllib.loads(self.config.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"QUEUELOG_CONFIG: cannot read {self.config}: {exc}") from None
+        if "job_types" in raw:
+            value = raw["job_types"]
+            if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+                raise ValueError(f"{self.config}: job_types must be a list of job type names")
+            self.job_types = self._check_types(tuple(dict.fromkeys(value)))
+        return self
+
     @field_validator("admin_key", mode="before")
     @classmethod
     def _check_admin_key(cls, value: object) -> object:
         if value in (None, ""):
             return None
-        # The shape auth.keys accepts as a bearer key; any other would be stored and never work.
-        if not isinstance(value, str) or not re.fullmatch(r"ql_[A-Za-z0-9_\-]{29,253}", value):
-            raise ValueError(
-                "QUEUELOG_ADMIN_KEY must be 'ql_' and then 29 to 253 letters, digits, '-' or '_'"
-                " (e.g. python -c 'import secrets; print(\"ql_\" + secrets.token_urlsafe(32))')"
-            )
-        return value
+        # The shapes a bearer key may have; any other would be stored and never work.
+        if isinstance(value, str) and (
+            (value.startswith(PREFIX) and well_formed(value))
+            or re.fullmatch(r"ql_[A-Za-z0-9_\-]{29,253}", value)
+        ):
+            return value
+        raise ValueError(
+            "QUEUELOG_ADMIN_KEY must be a queuelog key: 'qlk_' and 49 letters and digits with"
+            " a valid checksum, as `python -c 'from queuelog.domain.key_format import"
+            " generate_secret; print(generate_secret())'` prints (or a key of the earlier"
+            " format: 'ql_' and then 29 to 253 letters, digits, '-' or '_')"
+        )
 
     def schedule_configs(self) -> dict[str, ScheduleConfig]:
         """The `[schedules.<name>]` tables of the TOML file: created on start where no
@@ -231,8 +255,9 @@ class Settings(BaseSettings):
             for name, table in raw.get("types", {}).items():
                 if name not in self.job_types:
                     raise ValueError(
-                        f"{self.config}: [types.{name}] is not a configured job type "
-                        f"(QUEUELOG_JOB_TYPES={','.join(self.job_types)})"
+                        f"{self.config}: [types.{name}] is not a configured job type (the "
+                        f"job types, from QUEUELOG_JOB_TYPES or job_types in this file: "
+                        f"{','.join(self.job_types)})"
                     )
                 overrides[name] = TypeDefaults.model_validate(table)
         configs = {}

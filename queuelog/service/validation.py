@@ -30,7 +30,11 @@ def job_type(
 ) -> JobTypeConfig:
     cfg = configured.get(name)
     if cfg is None:
-        raise errors.JobTypeNotAllowed(f"job type {name!r} is not configured", field)
+        raise errors.JobTypeNotAllowed(
+            f"job type {name!r} is not configured: the server takes the types of its "
+            "QUEUELOG_JOB_TYPES setting (or job_types in its QUEUELOG_CONFIG TOML file)",
+            field,
+        )
     if not actor.may_use_type(name):
         raise errors.JobTypeNotAllowed(f"this key may not use job type {name!r}", field)
     return cfg

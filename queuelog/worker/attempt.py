@@ -123,7 +123,7 @@ class Attempt:
         retryable failure (the worker stops)."""
         if self.stop_reason is None:
             self.stop_reason = reason
-        self.running.cancelled.set()
+        self.running.cancelled_event.set()
         if self._handler_task is not None:
             self._handler_task.cancel()
 
@@ -199,7 +199,7 @@ class Attempt:
             result = await asyncio.shield(self._handler_task)
         except TimeoutError:
             self._handler_task.cancel()
-            self.running.cancelled.set()
+            self.running.cancelled_event.set()
             return Outcome(False, error=f"TimeoutError: the handler ran over {self.timeout:g}s")
         except asyncio.CancelledError:
             if self.stop_reason is None:  # the worker's own task was cancelled
@@ -314,6 +314,10 @@ class Attempt:
             self._log("lease lost", str(exc))
 
     def _log(self, verdict: str, detail: str = "") -> None:
+        """One line per outcome: `job 12 email FAILED, will retry (after 5.041s): why`, the
+        time being how long the attempt took, not when the retry comes."""
         elapsed = time.monotonic() - self.started
         suffix = f": {detail}" if detail else ""
-        log.info("job %s %s %s in %.3fs%s", self.job.id, self.job.type, verdict, elapsed, suffix)
+        log.info(
+            "job %s %s %s (after %.3fs)%s", self.job.id, self.job.type, verdict, elapsed, suffix
+        )
