@@ -28,7 +28,7 @@ test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-chromium.sh
 	$(MAKE) lint typecheck
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	bash scripts/ensure-postgres.sh

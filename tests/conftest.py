@@ -46,6 +46,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     drop_templates()
 
 
+# Fixtures that start a server (or a browser) of their own once per session or module. Under
+# pytest-xdist (`make test`: -n 2 --dist loadgroup) the tests that use one run on one
+# worker, so that it starts once; the other tests go to whichever worker is free.
+ONE_WORKER = (
+    *("prod", "quick", "edge", "locked", "limited", "browser", "graphiql_server"),
+    *("node", "sockets", "unfenced", "table_reads", "target", "shipped", "small_responses"),
+    "bounded",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        group = next((name for name in ONE_WORKER if name in names), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
