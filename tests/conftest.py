@@ -155,8 +155,9 @@ def server(request: pytest.FixtureRequest, shared_servers: SharedServers) -> Liv
 
 @pytest.fixture
 def sibling(server: LiveServer, shared_servers: SharedServers) -> LiveServer:
-    """A second `queuelog serve` on the shared server's database, with its settings: a
-    replica, for the tests of what one process's change does on the other."""
+    """A second `queuelog serve` on the shared server's database, with its settings but for
+    claims that never recheck (`SharedServers.sibling`): a replica, for the tests of what one
+    process's change does on the other."""
     return shared_servers.sibling(server)
 
 

@@ -103,7 +103,7 @@ class ServerProcess:
         env.update(self.env_extra)
         return env
 
-    def start(self, timeout: float = 30) -> Self:
+    def start(self, timeout: float = 90) -> Self:
         cmd = [sys.executable, "-m", "queuelog.cli", "serve", "--port", str(self.port)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(

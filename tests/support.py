@@ -61,6 +61,7 @@ TEST_SETTINGS: dict[str, object] = {
     "anonymous_rate_limit_burst": 100_000,
     "max_cost": 10_000_000,
 }
+SIBLING_SETTINGS: dict[str, object] = {"claim_recheck_seconds": 3600}
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -168,7 +169,7 @@ def session_server(
 class SharedServers:
     """The servers a session shares, each started on first use and stopped at the end: one
     per backend and fast-path setting, each on a fresh database, and one sibling (a replica
-    on its database) of each."""
+    on its database, `SIBLING_SETTINGS` over its settings) of each."""
 
     def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
         self._tmp = tmp_path_factory
@@ -186,8 +187,12 @@ class SharedServers:
         return self._servers[key]
 
     def sibling(self, server: LiveServer) -> LiveServer:
+        """A replica of `server` whose waiting claims never try again on their own: a claim
+        it answers with a job was woken for it."""
         if server.port not in self._siblings:
-            other = server.sibling().start()
+            other = server.sibling()
+            other.env_extra = {**other.env_extra, **settings_env(SIBLING_SETTINGS)}
+            other.start()
             self._stack.callback(other.stop)
             self._siblings[server.port] = other
         return self._siblings[server.port]

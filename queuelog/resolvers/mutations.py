@@ -81,6 +81,7 @@ async def _claim(
         lambda: ctx.service.claim(actor, types, lease_seconds, limit),
         ctx.service.usable_types(actor) if types is None else types,
         seconds,
+        ctx.service.settings.claim_recheck_seconds,
         flow=ctx.job_types,
         gone=gone if isinstance(request, Request) else None,
         give_back=give_back,
