@@ -124,7 +124,8 @@ class ServerProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        raise RuntimeError(f"server did not start: {self.log()}")
+        self.stop(signal.SIGKILL)  # not left behind, holding its port and database
+        raise RuntimeError(f"server did not start in {timeout:.0f} s: {self.log()}")
 
     def log(self) -> str:
         return self.log_path.read_text() if self.log_path.exists() else ""
