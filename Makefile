@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: serve test lint typecheck bench bench-smoke schema clean
+.PHONY: serve test suite lint typecheck bench bench-smoke schema clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,12 @@ typecheck: $(STAMP)
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-chromium.sh
-	$(MAKE) lint typecheck
+	$(MAKE) lint
+	$(MAKE) -j2 --output-sync=target typecheck suite
+
+# The tests in two processes (pytest-xdist); `make test` type-checks meanwhile, as the
+# suite mostly waits on its servers.
+suite: $(STAMP)
 	$(BIN)/pytest -q -n 2 --dist loadgroup
 
 bench: $(STAMP)
