@@ -28,7 +28,7 @@ test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-chromium.sh
 	$(MAKE) lint
-	$(MAKE) -j2 --output-sync=target typecheck suite
+	$(MAKE) -j2 typecheck suite
 
 # The tests in two processes (pytest-xdist); `make test` type-checks meanwhile, as the
 # suite mostly waits on its servers.
