@@ -104,6 +104,8 @@ class Settings(BaseSettings):
     max_lease_seconds: int = Field(default=86_400, ge=1)
     backoff_base_seconds: float = Field(default=1.0, ge=0)
     backoff_max_seconds: float = Field(default=3_600.0, ge=0)
+    # how often waiting claims try again for jobs that became due (runAt, backoff) meanwhile
+    claim_recheck_seconds: float = Field(default=2.0, gt=0)
     schedule_horizon_days: int = Field(default=365, ge=1)
 
     retention_completed_days: float = Field(default=7.0, ge=0)

@@ -441,6 +441,7 @@ async def claim_for(
         lambda: service.claim(actor, types, lease, limit),
         service.usable_types(actor) if types is None else types,
         seconds,
+        service.settings.claim_recheck_seconds,
         flow=flow,
         gone=gone,
         give_back=give_back,
