@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: serve test test-newest lint typecheck bench bench-smoke schema clean
+.PHONY: serve test suite test-newest lint typecheck bench bench-smoke schema clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,13 @@ typecheck: $(STAMP)
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-chromium.sh
-	$(MAKE) lint typecheck
-	$(BIN)/pytest -q
+	$(MAKE) lint
+	$(MAKE) -j2 typecheck suite
+
+# The tests in two processes (pytest-xdist); `make test` type-checks meanwhile, as the
+# suite mostly waits on its servers.
+suite: $(STAMP)
+	$(BIN)/pytest -q -n 2 --dist loadgroup
 
 # The fences and the fast path against the newest releases of what they bypass: when this
 # fails or they switch off, their TESTED ranges need a look before users upgrade.

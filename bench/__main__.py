@@ -136,7 +136,7 @@ SECTIONS = {"workers": _workers, "limits": _limits, "dashboard": _dashboard}
 
 async def _attacks(backend: str, workdir: Path, profile: Profile) -> dict[str, Any]:
     """The costly-query and socket attacks, each against a fresh server with a bystander."""
-    seconds, scale, duration = (1.0, 0.01, 0.3) if profile.smoke else (8.0, 1.0, 1.0)
+    seconds, scale, duration = (0.5, 0.01, 0.1) if profile.smoke else (8.0, 1.0, 1.0)
     queries = await attack_queries.run(backend, seconds)
     with database_url(backend, workdir) as url:
         sockets = await attack_sockets.run(url, workdir, scale, duration)

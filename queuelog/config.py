@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from queuelog.domain.key_format import PREFIX, well_formed
 
 
 def _is_origin(value: str) -> bool:
@@ -95,11 +97,15 @@ class Settings(BaseSettings):
 
     payload_max_bytes: int = Field(default=65_536, ge=1)
     request_max_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    # the request bodies one server holds at once (each counts its Content-Length)
+    request_bodies_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     error_max_chars: int = Field(default=2_000, ge=64)
     default_lease_seconds: int = Field(default=300, ge=1, le=86_400)
     max_lease_seconds: int = Field(default=86_400, ge=1)
     backoff_base_seconds: float = Field(default=1.0, ge=0)
     backoff_max_seconds: float = Field(default=3_600.0, ge=0)
+    # how often waiting claims try again for jobs that became due (runAt, backoff) meanwhile
+    claim_recheck_seconds: float = Field(default=2.0, gt=0)
     schedule_horizon_days: int = Field(default=365, ge=1)
 
     retention_completed_days: float = Field(default=7.0, ge=0)
@@ -116,6 +122,9 @@ class Settings(BaseSettings):
     ws_init_timeout_seconds: float = Field(default=10.0, gt=0)
     ws_ping_interval_seconds: float = Field(default=20.0, gt=0)
     max_subscriptions_per_connection: int = Field(default=50, ge=1)
+    max_subscriptions_per_key: int = Field(default=1_000, ge=1)  # on one server
+    # long polls: claims with `waitSeconds` one key may have waiting on one server
+    max_waiting_claims_per_key: int = Field(default=500, ge=1)
 
     # slow and numerous clients (see queuelog/edge/serving.py and README "Deployment")
     http_request_timeout_seconds: float = Field(default=30.0, gt=0)
@@ -197,18 +206,40 @@ class Settings(BaseSettings):
                 raise ValueError(f"invalid job type name {name!r}")
         return value
 
+    @model_validator(mode="after")
+    def _types_from_file(self) -> Settings:
+        """`job_types` of the TOML file, where QUEUELOG_JOB_TYPES is not set: the server's
+        job types only ever come from its configuration, never from a caller."""
+        if self.config is None or "job_types" in self.model_fields_set:
+            return self
+        try:
+            raw = tomllib.loads(self.config.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"QUEUELOG_CONFIG: cannot read {self.config}: {exc}") from None
+        if "job_types" in raw:
+            value = raw["job_types"]
+            if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+                raise ValueError(f"{self.config}: job_types must be a list of job type names")
+            self.job_types = self._check_types(tuple(dict.fromkeys(value)))
+        return self
+
     @field_validator("admin_key", mode="before")
     @classmethod
     def _check_admin_key(cls, value: object) -> object:
         if value in (None, ""):
             return None
-        # The shape auth.keys accepts as a bearer key; any other would be stored and never work.
-        if not isinstance(value, str) or not re.fullmatch(r"ql_[A-Za-z0-9_\-]{29,253}", value):
-            raise ValueError(
-                "QUEUELOG_ADMIN_KEY must be 'ql_' and then 29 to 253 letters, digits, '-' or '_'"
-                " (e.g. python -c 'import secrets; print(\"ql_\" + secrets.token_urlsafe(32))')"
-            )
-        return value
+        # The shapes a bearer key may have; any other would be stored and never work.
+        if isinstance(value, str) and (
+            (value.startswith(PREFIX) and well_formed(value))
+            or re.fullmatch(r"ql_[A-Za-z0-9_\-]{29,253}", value)
+        ):
+            return value
+        raise ValueError(
+            "QUEUELOG_ADMIN_KEY must be a queuelog key: 'qlk_' and 49 letters and digits with"
+            " a valid checksum, as `python -c 'from queuelog.domain.key_format import"
+            " generate_secret; print(generate_secret())'` prints (or a key of the earlier"
+            " format: 'ql_' and then 29 to 253 letters, digits, '-' or '_')"
+        )
 
     def schedule_configs(self) -> dict[str, ScheduleConfig]:
         """The `[schedules.<name>]` tables of the TOML file: created on start where no
@@ -226,8 +257,9 @@ class Settings(BaseSettings):
             for name, table in raw.get("types", {}).items():
                 if name not in self.job_types:
                     raise ValueError(
-                        f"{self.config}: [types.{name}] is not a configured job type "
-                        f"(QUEUELOG_JOB_TYPES={','.join(self.job_types)})"
+                        f"{self.config}: [types.{name}] is not a configured job type (the "
+                        f"job types, from QUEUELOG_JOB_TYPES or job_types in this file: "
+                        f"{','.join(self.job_types)})"
                     )
                 overrides[name] = TypeDefaults.model_validate(table)
         configs = {}

@@ -1,13 +1,13 @@
 """Fixtures every test may use. Each name means one thing across the suite:
 
 - `backend`: "sqlite" or "postgresql" (tests that take it run on both);
-- `db_url`: the URL of a fresh, empty database on `backend` (the storage and service
-  suites reuse one emptied PostgreSQL database: `tests.reused_db`);
+- `db_url`: the URL of a fresh database on `backend`, migrated (`tests.templates`; the
+  storage and service suites reuse one emptied PostgreSQL database: `tests.reused_db`);
 - `settings`, `services`, `db`: the `Settings`, the `Services` and its `Database` on `db_url`;
 - `clock`: a `Clock` for `JobService(clock=…)`;
 - `start_server`: starts live servers on `db_url` (`tests.support.live_server`);
-- `server`: a live server per backend shared by the session, where each test keeps to its
-  own `job_type`;
+- `server`: a live server per backend shared by the session (`tests.support.SharedServers`),
+  where each test keeps to its own `job_type`; `sibling`: a replica of it;
 - `live`: a server in the test's own process on `services` (`tests.inprocess`).
 """
 
@@ -24,23 +24,45 @@ from queuelog.config import Settings
 from queuelog.runtime import Services, open_services
 from queuelog.service.models import Actor, Priority, Role
 from queuelog.storage.db import Database
-from queuelog.storage.migrate import migrate
 from tests.support import (
     BACKENDS,
     JOB_TYPES,
     Clock,
     LiveServer,
-    database_url,
+    SharedServers,
     drop_stale_pg_databases,
     live_server,
-    session_server,
 )
+from tests.templates import drop_templates, fresh_database
 
 pytest_plugins = ["tests.inprocess", "tests.reused_db"]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     drop_stale_pg_databases()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    drop_templates()
+
+
+# Fixtures that start a server (or a browser) of their own once per session or module. Under
+# pytest-xdist (`make test`: -n 2 --dist loadgroup) the tests that use one run on one
+# worker, so that it starts once; the other tests go to whichever worker is free.
+ONE_WORKER = (
+    *("prod", "quick", "edge", "locked", "limited", "browser", "graphiql_server"),
+    *("node", "sockets", "unfenced", "table_reads", "target", "shipped", "small_responses"),
+    "bounded",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        group = next((name for name in ONE_WORKER if name in names), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(params=BACKENDS)
@@ -50,7 +72,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def db_url(backend: str, tmp_path: Path) -> Iterator[str]:
-    with database_url(backend, tmp_path) as url:
+    with fresh_database(backend, tmp_path) as url:
         yield url
 
 
@@ -61,8 +83,7 @@ def settings(db_url: str) -> Settings:
 
 @pytest.fixture
 async def services(settings: Settings) -> AsyncIterator[Services]:
-    s = open_services(settings)
-    migrate(s.db)
+    s = open_services(settings)  # on a migrated database (`db_url`)
     yield s
     s.db.close()
 
@@ -104,37 +125,40 @@ def start_server(db_url: str, tmp_path: Path) -> Iterator[Callable[..., LiveServ
         yield start
 
 
-# -- live servers: one per backend per session; each test takes its own job type --------
+# -- live servers: shared by the session; each test takes its own job type ---------------
 
 
-# The API tests run with the fast path on one backend and off on the other: the GraphQL
-# layer is then tested both ways without a third server (tests/prepared holds the two
-# paths to the same answers request by request).
-PREPARED_OPERATIONS = {"sqlite": True, "postgresql": False}
+# The fast path (prepared operations) on one backend and off on the other, the other way
+# round in the API tests (tests/api) than in every other suite that shares `server`: each
+# backend serves both paths through the real API, and no test runs twice for it
+# (tests/prepared holds the two paths to the same answers request by request).
+API_TESTS = Path(__file__).parent / "api"
 
 
-@pytest.fixture(scope="session", params=BACKENDS)
-def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LiveServer]:
-    backend = str(request.param)
-    yield from session_server(
-        tmp_path_factory,
-        backend,
-        f"server-{backend}",
-        prepared_operations=PREPARED_OPERATIONS[backend],
-    )
+def prepared_operations(backend: str, test_path: Path) -> bool:
+    return (backend == "postgresql") == test_path.is_relative_to(API_TESTS)
 
 
 @pytest.fixture(scope="session")
-def sibling(server: LiveServer) -> Iterator[LiveServer]:
-    """A second `queuelog serve` on the session server's database, with its settings: a
-    replica, for the tests of what one process's change does on the other."""
-    other = server.sibling().start()
-    try:
-        yield other
-    finally:
-        other.stop()
+def shared_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServers]:
+    with SharedServers(tmp_path_factory) as servers:
+        yield servers
+
+
+@pytest.fixture(params=BACKENDS)
+def server(request: pytest.FixtureRequest, shared_servers: SharedServers) -> LiveServer:
+    backend = str(request.param)
+    return shared_servers.get(
+        backend, prepared_operations=prepared_operations(backend, request.path)
+    )
+
+
+@pytest.fixture
+def sibling(server: LiveServer, shared_servers: SharedServers) -> LiveServer:
+    """A second `queuelog serve` on the shared server's database, with its settings but for
+    claims that never recheck (`SharedServers.sibling`): a replica, for the tests of what one
+    process's change does on the other."""
+    return shared_servers.sibling(server)
 
 
 _types = itertools.cycle(JOB_TYPES[3:])

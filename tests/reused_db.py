@@ -1,6 +1,6 @@
-"""`reused_db_url`: a fresh SQLite file per test, but one PostgreSQL database per session,
-emptied before each test (TRUNCATE … RESTART IDENTITY) rather than created and dropped. A
-directory of many small tests makes it its `db_url`:
+"""`reused_db_url`: a fresh SQLite file per test (`tests.templates`), but one PostgreSQL
+database per session, emptied before each test (TRUNCATE … RESTART IDENTITY) rather than
+copied and dropped. A directory of many small tests makes it its `db_url`:
 
     @pytest.fixture
     def db_url(reused_db_url: str) -> str:
@@ -15,19 +15,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from queuelog.storage.db import Database, normalize_url
-from queuelog.storage.migrate import migrate
-from tests.support import database_url
+from queuelog.storage.db import normalize_url
+from tests.templates import fresh_database
 
 
 @pytest.fixture(scope="session")
 def session_pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with database_url("postgresql", tmp_path_factory.mktemp("pg")) as url:
-        db = Database(url)
-        try:
-            migrate(db)
-        finally:
-            db.close()
+    with fresh_database("postgresql", tmp_path_factory.mktemp("pg")) as url:
         yield url
 
 
@@ -48,7 +42,7 @@ def empty_tables(url: str) -> None:
 @pytest.fixture
 def reused_db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     if backend == "sqlite":
-        with database_url(backend, tmp_path) as url:
+        with fresh_database(backend, tmp_path) as url:
             yield url
         return
     url = str(request.getfixturevalue("session_pg_url"))

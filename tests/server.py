@@ -103,7 +103,7 @@ class ServerProcess:
         env.update(self.env_extra)
         return env
 
-    def start(self, timeout: float = 30) -> Self:
+    def start(self, timeout: float = 90) -> Self:
         cmd = [sys.executable, "-m", "queuelog.cli", "serve", "--port", str(self.port)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -124,7 +124,8 @@ class ServerProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        raise RuntimeError(f"server did not start: {self.log()}")
+        self.stop(signal.SIGKILL)  # not left behind, holding its port and database
+        raise RuntimeError(f"server did not start in {timeout:.0f} s: {self.log()}")
 
     def log(self) -> str:
         return self.log_path.read_text() if self.log_path.exists() else ""

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Self
 
 import httpx
 import psycopg
@@ -21,9 +22,9 @@ from tests.server import (
     PG_ADMIN_URL,
     GraphQLErrors,
     ServerProcess,
-    database_url,
     free_port,
 )
+from tests.templates import fresh_database
 
 __all__ = [
     "ADMIN_SECRET",
@@ -33,7 +34,7 @@ __all__ = [
     "Clock",
     "GraphQLErrors",
     "LiveServer",
-    "database_url",
+    "SharedServers",
     "drop_stale_pg_databases",
     "free_port",
     "key_refused",
@@ -60,6 +61,7 @@ TEST_SETTINGS: dict[str, object] = {
     "anonymous_rate_limit_burst": 100_000,
     "max_cost": 10_000_000,
 }
+SIBLING_SETTINGS: dict[str, object] = {"claim_recheck_seconds": 3600}
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -160,5 +162,43 @@ def session_server(
 ) -> Iterator[LiveServer]:
     """For a long-lived fixture: a fresh database on `backend` and a live server on it."""
     tmp = tmp_path_factory.mktemp(name)
-    with database_url(backend, tmp) as url, live_server(url, tmp, **settings) as server:
+    with fresh_database(backend, tmp) as url, live_server(url, tmp, **settings) as server:
         yield server
+
+
+class SharedServers:
+    """The servers a session shares, each started on first use and stopped at the end: one
+    per backend and fast-path setting, each on a fresh database, and one sibling (a replica
+    on its database, `SIBLING_SETTINGS` over its settings) of each."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._tmp = tmp_path_factory
+        self._stack = ExitStack()
+        self._servers: dict[tuple[str, bool], LiveServer] = {}
+        self._siblings: dict[int, LiveServer] = {}
+
+    def get(self, backend: str, *, prepared_operations: bool) -> LiveServer:
+        key = (backend, prepared_operations)
+        if key not in self._servers:
+            tmp = self._tmp.mktemp(f"server-{backend}")
+            url = self._stack.enter_context(fresh_database(backend, tmp))
+            live = live_server(url, tmp, prepared_operations=prepared_operations)
+            self._servers[key] = self._stack.enter_context(live)
+        return self._servers[key]
+
+    def sibling(self, server: LiveServer) -> LiveServer:
+        """A replica of `server` whose waiting claims never try again on their own: a claim
+        it answers with a job was woken for it."""
+        if server.port not in self._siblings:
+            other = server.sibling()
+            other.env_extra = {**other.env_extra, **settings_env(SIBLING_SETTINGS)}
+            other.start()
+            self._stack.callback(other.stop)
+            self._siblings[server.port] = other
+        return self._siblings[server.port]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()

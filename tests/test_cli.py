@@ -38,7 +38,7 @@ def cli(*args: str, db_url: str, cwd: Path, **env: str) -> subprocess.CompletedP
 
 
 def create_key(db_url: str, cwd: Path, *args: str) -> str:
-    out = cli("keys", "create", *args, db_url=db_url, cwd=cwd)
+    out = cli("keys", "create", "--create", *args, db_url=db_url, cwd=cwd)
     assert out.returncode == 0, out.stderr
     secret = out.stdout.rstrip("\n").splitlines()[-1]
     assert secret.startswith("qlk_") and " " not in secret, out.stdout
@@ -83,6 +83,7 @@ def test_keys_create_list_revoke_against_a_live_server(db_url: str, tmp_path: Pa
         listed = cli("keys", "list", db_url=db_url, cwd=tmp_path)
         assert listed.returncode == 0, listed.stderr
         lines = listed.stdout.splitlines()
+        assert lines[0].split("\t") == ["name", "role", "types", "max priority", "state"]
         assert any(line.split("\t")[:2] == ["shop", "producer"] for line in lines), lines
         assert any(line.split("\t")[:2] == ["mailer", "worker"] for line in lines), lines
         for secret in (producer, worker):
@@ -127,7 +128,7 @@ def test_keys_create_refuses_bad_input(tmp_path: Path) -> None:
     unknown = cli("keys", "revoke", "nobody", db_url=db_url, cwd=tmp_path)
     assert unknown.returncode == 1 and "'nobody'" in unknown.stderr
     listed = cli("keys", "list", db_url=db_url, cwd=tmp_path).stdout
-    assert [line.split("\t")[0] for line in listed.splitlines()] == ["shop"]
+    assert [line.split("\t")[0] for line in listed.splitlines()] == ["name", "shop"]
 
 
 def test_serve_on_an_empty_database_prints_an_admin_secret_once(
@@ -174,7 +175,8 @@ def test_serve_migrates_a_fresh_database_once_and_starts(db_url: str, tmp_path: 
     server.start()
     try:
         ready = httpx.get(server.url.removesuffix("/graphql") + "/readyz")
-        assert ready.json() == {"status": "ok", "migration": head_revision()}
+        assert ready.json()["status"] == "ok"
+        assert ready.json()["migration"] == head_revision()
         assert server.gql("{ viewer { role } }", key=ADMIN_SECRET)["viewer"] == {"role": "ADMIN"}
     finally:
         server.stop()

@@ -67,6 +67,17 @@ def test_readme_examples(start_server: Callable[..., LiveServer]) -> None:
     assert completed["completeJob"]["job"]["status"] == "COMPLETED"
     assert [e["status"] for e in seen["job"]["events"]] == ["PENDING", "RUNNING", "COMPLETED"]
 
+    # The REST section goes on from there, with the same keys and variables.
+    rest = section_block("The same over REST").replace("127.0.0.1:8000", f"127.0.0.1:{server.port}")
+    prelude = "\n".join(curl.splitlines()[:2])  # P= and W=
+    done = run(prelude + "\n" + rest, env)
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.replace("}{", "}\n{").splitlines()]
+    made, held, finished, read, listed = answers
+    assert made["id"] == held["id"] == finished["id"] == read["id"] == 2, answers
+    assert made["priority"] == "high" and finished["status"] == "completed"
+    assert [j["id"] for j in listed["jobs"]] == [2, 1], listed
+
 
 def test_the_readme_links_only_inside_the_repository() -> None:
     assert "../" not in README

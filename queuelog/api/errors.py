@@ -15,6 +15,7 @@ import logging
 from graphql import GraphQLError, GraphQLSyntaxError
 
 from queuelog.domain.codes import ErrorCode
+from queuelog.storage.deadline import DeadlinePassed
 from queuelog.storage.retry import Contended
 
 log = logging.getLogger("queuelog.errors")
@@ -31,9 +32,9 @@ def request_id(context: object) -> str | None:
 
 def is_fault(error: GraphQLError) -> bool:
     """A fault of the server: an exception that is not one of ours (GraphQLErrors carry
-    their own code)."""
+    their own code; a read stopped at the request's deadline is the request's timeout)."""
     original = error.original_error
-    return original is not None and not isinstance(original, GraphQLError)
+    return original is not None and not isinstance(original, (GraphQLError, DeadlinePassed))
 
 
 def client_code(error: GraphQLError) -> str:

@@ -35,6 +35,8 @@ from graphql import (
     is_object_type,
 )
 
+from queuelog.service.throughput import BUCKETS_MAX
+
 # Arguments that size a list: its length multiplies the cost of everything below it.
 SIZE_ARGS = ("first", "limit", "inputs")
 # A size given by a variable is unknown when the document is validated (and validation is
@@ -43,6 +45,14 @@ VARIABLE_SIZE = 100
 # A size literal longer than this is past any bound the service accepts; it is not turned
 # into a Python int (a literal of thousands of digits would raise while converting).
 SIZE_DIGITS = 9
+# Lists without a size argument, charged by the work they do: a throughput read sums up
+# to BUCKETS_MAX buckets from rollup rows and events (about four pages of jobs' worth);
+# schedules and apiKeys read a whole table each.
+LIST_WEIGHTS = {
+    ("Query", "throughput"): 4 * BUCKETS_MAX,
+    ("Query", "schedules"): 1_000,
+    ("Query", "apiKeys"): 1_000,
+}
 # Leaves that can carry large values: the JSON scalar (payloads, results), and error texts.
 JSON_SCALAR = "JSON"
 ERROR_FIELDS = frozenset({("Job", "error")})
@@ -199,7 +209,8 @@ def _cost(
                 total.bytes += _leaf_bytes(parent, node.name.value, field, weights)
                 continue
             listed = is_list_type(get_nullable_type(field.type))
-            unsized = _unsized_lists(ctx.schema).get((parent.name, node.name.value), 1)
+            where = (parent.name, node.name.value)
+            unsized = LIST_WEIGHTS.get(where) or _unsized_lists(ctx.schema).get(where, 1)
             n = _size(node, field, unsized)
             total.objects += n if listed else 1
             total.add(_cost(ctx, node.selection_set, named, memo, weights), n)

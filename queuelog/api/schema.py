@@ -71,6 +71,7 @@ from queuelog.auth.permissions import (
 from queuelog.config import Settings
 from queuelog.domain.codes import ErrorCode
 from queuelog.fences.graphql_core import graphql_schema
+from queuelog.storage import deadline
 
 if TYPE_CHECKING:
     from queuelog.api.fastpath.prepared import Commuting
@@ -309,17 +310,28 @@ class QueuelogSchema(strawberry.Schema):
     async def _within_deadline(
         self, execution: Awaitable[ExecutionResult | None]
     ) -> ExecutionResult | None:
-        """`execution`, or EXECUTION_TIMEOUT once it has run longer than the timeout."""
+        """`execution`, or EXECUTION_TIMEOUT once it has run longer than the timeout. Its
+        reads keep to the same deadline (`storage.deadline`): one still running then is
+        stopped."""
         try:
-            async with asyncio.timeout(self.execution_timeout):
-                return await execution
+            with deadline.within(self.execution_timeout):
+                async with asyncio.timeout(self.execution_timeout):
+                    result = await execution
         except TimeoutError:
+            result = None
+            stopped = True
+        else:
+            stopped = result is not None and any(
+                isinstance(e.original_error, deadline.DeadlinePassed) for e in result.errors or ()
+            )
+        if stopped:
             message = (
                 f"execution took longer than {self.execution_timeout:g} s "
                 "(QUEUELOG_EXECUTION_TIMEOUT_SECONDS)"
             )
             error = GraphQLError(message, extensions={"code": ErrorCode.EXECUTION_TIMEOUT})
             return ExecutionResult(data=None, errors=[error])
+        return result
 
     async def stream(self, query: str | None, *args: Any, **kwargs: Any) -> Any:
         """`subscribe` and both WebSocket protocols run every operation through here."""

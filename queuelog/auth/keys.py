@@ -11,61 +11,23 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-import secrets
-import string
 import time
-import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import orjson
 from sqlalchemy.exc import IntegrityError
 
+# Re-exported: the key's format lives in the domain, where the settings read it too.
+from queuelog.domain.key_format import generate_secret as generate_secret
+from queuelog.domain.key_format import well_formed as well_formed
 from queuelog.service import errors
 from queuelog.service.models import PRODUCER_PREFIX, ApiKey, Priority, Role
 from queuelog.singleflight import SingleFlight
 from queuelog.storage import keys as keys_sql
 from queuelog.storage.db import Database
 
-PREFIX = "qlk_"
-LEGACY_PREFIX = "ql_"
 NAME_MAX = 128
-SECRET_MAX = 256
-_BASE62 = string.digits + string.ascii_letters
-_RANDOM_CHARS = 43  # 62**43 > 2**256
-_CHECKSUM_CHARS = 6  # 62**6 > 2**32
-_RANDOM = frozenset(_BASE62)
-
-
-def _base62(n: int, width: int) -> str:
-    chars = []
-    for _ in range(width):
-        n, digit = divmod(n, 62)
-        chars.append(_BASE62[digit])
-    return "".join(reversed(chars))
-
-
-def _checksum(body: str) -> str:
-    return _base62(zlib.crc32(body.encode()), _CHECKSUM_CHARS)
-
-
-def generate_secret() -> str:
-    body = "".join(secrets.choice(_BASE62) for _ in range(_RANDOM_CHARS))
-    return PREFIX + body + _checksum(body)
-
-
-def well_formed(secret: str) -> bool:
-    """Whether `secret` could be a key: a current one with a valid checksum, or one in the
-    legacy format. Decided without the database, so garbage costs nothing to refuse."""
-    if secret.startswith(PREFIX):
-        rest = secret[len(PREFIX) :]
-        body, check = rest[:_RANDOM_CHARS], rest[_RANDOM_CHARS:]
-        return (
-            len(body) == _RANDOM_CHARS
-            and _RANDOM.issuperset(body)
-            and hmac.compare_digest(check, _checksum(body))
-        )
-    return secret.startswith(LEGACY_PREFIX) and len(secret) <= SECRET_MAX
 
 
 def hash_secret(secret: str) -> str:
@@ -155,7 +117,9 @@ class KeyStore:
             unknown = [t for t in allowed_types if t not in self.job_types]
             if unknown:
                 raise errors.JobTypeNotAllowed(
-                    f"not configured job types: {', '.join(unknown)}",
+                    f"not configured job types: {', '.join(unknown)} (the server's job types"
+                    f" are {', '.join(self.job_types)}: its QUEUELOG_JOB_TYPES setting, or"
+                    " job_types in its QUEUELOG_CONFIG TOML file)",
                     ["input", "allowedTypes"],
                 )
             allowed_types = tuple(dict.fromkeys(allowed_types))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Mapping, Sequence
+from contextlib import aclosing
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -187,10 +188,12 @@ class AsyncClient:
         if after is None and job_id is not None:
             after = await self._latest_cursor(job_id)
         wanted = None if statuses is None else [str(s).upper() for s in statuses]
-        async for event in stream.watch(
+        events = stream.watch(
             self.url, self.key, fields, job_id=job_id, type=type, statuses=wanted, after=after
-        ):
-            yield event
+        )
+        async with aclosing(events):  # closed with this generator, not by the collector
+            async for event in events:
+                yield event
 
     async def _latest_cursor(self, job_id: str) -> str | None:
         data = await self.execute(
@@ -202,10 +205,10 @@ class AsyncClient:
     async def progress(self, job_id: str) -> AsyncGenerator[JobProgress, None]:
         """A running job's progress reports (the current one first); ends with the job."""
         fields = (await self.features()).job_fields()
-        async for report in stream.progress(
-            self.url, self.key, fields, job_id, lambda: self.job(job_id)
-        ):
-            yield report
+        reports = stream.progress(self.url, self.key, fields, job_id, lambda: self.job(job_id))
+        async with aclosing(reports):
+            async for report in reports:
+                yield report
 
     # -- workers -----------------------------------------------------------------------
 
@@ -400,12 +403,21 @@ def _blocking(
             except StopAsyncIteration:
                 return
     finally:
-        loop.run_until_complete(_close(items, client))
-        loop.close()
+        try:
+            loop.run_until_complete(_close(items, client))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
 
 
 async def _close(items: AsyncIterator[Any], client: AsyncClient) -> None:
+    """Close the stream and the client, then wait for the tasks they leave behind (e.g. a
+    WebSocket's keep-alive) to end, so that no task is destroyed pending with the loop."""
     closer = getattr(items, "aclose", None)
     if closer is not None:
         await closer()
     await client.aclose()
+    left = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in left:
+        task.cancel()
+    await asyncio.gather(*left, return_exceptions=True)

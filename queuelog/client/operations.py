@@ -18,7 +18,7 @@ from queuelog.client.models import (
     QueuelogError,
     UserError,
 )
-from queuelog.domain.codes import ClientCode
+from queuelog.domain.codes import ClientCode, UserErrorCode
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -118,7 +118,12 @@ def enqueue_input(
     max_retries: int | None = None,
     concurrency_key: str | None = None,
 ) -> dict[str, Any]:
-    """An EnqueueJobInput; arguments left None take the server's defaults."""
+    """An EnqueueJobInput; arguments left None take the server's defaults. A payload that
+    is not a JSON object is refused here, as the server would refuse it."""
+    if payload is not None and not isinstance(payload, Mapping):
+        raise UserError(
+            UserErrorCode.VALIDATION_FAILED, "payload must be a JSON object", ["input", "payload"]
+        )
     fields: dict[str, Any] = {"type": type, "payload": dict(payload or {})}
     if priority is not None:
         fields["priority"] = str(priority).upper()

@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -45,7 +46,7 @@ async def _send(ws: ClientConnection, message: dict[str, Any]) -> None:
     await ws.send(json.dumps(message))
 
 
-async def _messages(ws: ClientConnection) -> AsyncIterator[dict[str, Any]]:
+async def _messages(ws: ClientConnection) -> AsyncGenerator[dict[str, Any], None]:
     """Protocol messages, answering the server's pings on the way."""
     async for frame in ws:
         message = json.loads(frame)
@@ -67,34 +68,36 @@ def _gone(errors: list[dict[str, Any]]) -> bool:
 
 async def session(
     url: str, key: str | None, query: str, variables: dict[str, Any]
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[dict[str, Any], None]:
     """One subscription on one connection: the `data` of each event until the server
     completes it. A dropped connection raises ConnectionFailed; a refusal QueuelogError."""
     init = {} if key is None else {"authorization": f"Bearer {key}"}
     try:
         async with connect(ws_url(url), subprotocols=[PROTOCOL], open_timeout=10) as ws:
             await _send(ws, {"type": "connection_init", "payload": init})
-            messages = _messages(ws)
-            ack = await anext(messages)
-            if ack.get("type") != "connection_ack":
-                raise QueuelogError(
-                    ClientCode.PROTOCOL_ERROR, f"expected connection_ack, got {ack}"
-                )
-            payload = {"query": query, "variables": variables}
-            await _send(ws, {"id": "1", "type": "subscribe", "payload": payload})
-            async for message in messages:
-                kind = message.get("type")
-                if kind == "next":
-                    body = message.get("payload") or {}
-                    if body.get("errors"):
-                        if body.get("data") is None and _gone(body["errors"]):
-                            continue  # an event whose job the key can no longer read
-                        raise _error(body["errors"])
-                    yield body["data"]
-                elif kind == "error":
-                    raise _error(message.get("payload") or [])
-                elif kind == "complete":
-                    return
+            # Closed here, not by the garbage collector: a caller that stops early leaves
+            # no generator for the event loop to finalize after it has closed.
+            async with aclosing(_messages(ws)) as messages:
+                ack = await anext(messages)
+                if ack.get("type") != "connection_ack":
+                    raise QueuelogError(
+                        ClientCode.PROTOCOL_ERROR, f"expected connection_ack, got {ack}"
+                    )
+                payload = {"query": query, "variables": variables}
+                await _send(ws, {"id": "1", "type": "subscribe", "payload": payload})
+                async for message in messages:
+                    kind = message.get("type")
+                    if kind == "next":
+                        body = message.get("payload") or {}
+                        if body.get("errors"):
+                            if body.get("data") is None and _gone(body["errors"]):
+                                continue  # an event whose job the key can no longer read
+                            raise _error(body["errors"])
+                        yield body["data"]
+                    elif kind == "error":
+                        raise _error(message.get("payload") or [])
+                    elif kind == "complete":
+                        return
             raise ConnectionFailed("the server closed the connection")
     except ConnectionClosed as exc:
         code = exc.rcvd.code if exc.rcvd is not None else None
@@ -118,7 +121,7 @@ async def watch(
     type: str | None = None,
     statuses: list[str] | None = None,
     after: str | None = None,
-) -> AsyncIterator[JobEvent]:
+) -> AsyncGenerator[JobEvent, None]:
     """Every status change the key may see, forever; reconnects and resumes from the last
     cursor. Without `after`, a drop before the first event resumes live."""
     query = WATCH.format(fields=EVENT_FIELDS.format(job=job_fields))
@@ -127,13 +130,14 @@ async def watch(
     while True:
         variables = {"jobId": job_id, "type": type, "statuses": statuses, "after": cursor}
         try:
-            async for data in session(url, key, query, variables):
-                event = JobEvent.of(data["jobStatusChanged"])
-                if cursor is not None and int(event.cursor) <= int(cursor):
-                    continue
-                cursor = event.cursor
-                backoff.reset()
-                yield event
+            async with aclosing(session(url, key, query, variables)) as events:
+                async for data in events:
+                    event = JobEvent.of(data["jobStatusChanged"])
+                    if cursor is not None and int(event.cursor) <= int(cursor):
+                        continue
+                    cursor = event.cursor
+                    backoff.reset()
+                    yield event
         except ConnectionFailed:
             pass
         # Also after `complete`: the server completes subscriptions when it shuts down.
@@ -146,7 +150,7 @@ async def progress(
     job_fields: str,
     job_id: str,
     current: Callable[[], Awaitable[Job | None]],
-) -> AsyncIterator[JobProgress]:
+) -> AsyncGenerator[JobProgress, None]:
     """The job's progress reports until it ends; `current` reads the job to tell the end of
     the job from a server shutting down."""
     query = PROGRESS.format(job=job_fields)
@@ -154,12 +158,13 @@ async def progress(
     backoff = Backoff(cap=5.0)
     while True:
         try:
-            async for data in session(url, key, query, {"jobId": str(job_id)}):
-                report = JobProgress.of(data["jobProgress"])
-                backoff.reset()
-                if report.reported_at != last:
-                    last = report.reported_at
-                    yield report
+            async with aclosing(session(url, key, query, {"jobId": str(job_id)})) as reports:
+                async for data in reports:
+                    report = JobProgress.of(data["jobProgress"])
+                    backoff.reset()
+                    if report.reported_at != last:
+                        last = report.reported_at
+                        yield report
             job = await current()
             if job is None or job.status.terminal:
                 return

@@ -48,6 +48,7 @@ class ErrorCode(enum.StrEnum):
     EXECUTION_TIMEOUT = "EXECUTION_TIMEOUT"  # the request ran past its time; retry later
     TRY_AGAIN = "TRY_AGAIN"  # a transaction given up on after conflicts; nothing took effect
     INTERNAL_SERVER_ERROR = "INTERNAL_SERVER_ERROR"  # masked; with `requestId` for the logs
+    SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE"  # the server is at a bound of its own; retry
     # GraphQL over HTTP: the method, the Accept header or the Content-Type is not served
     METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
     NOT_ACCEPTABLE = "NOT_ACCEPTABLE"

@@ -9,7 +9,8 @@ status) and 200 to `application/json` clients (many show nothing of a non-2xx bo
 at all is not an error: the request runs, and each field that needs a key answers a field
 error. Both carry the code UNAUTHENTICATED, and a refusal repeats its message in
 `WWW-Authenticate`. Over WebSocket a refused `connection_init` closes with 4401 (graphql-ws
-clients then stop retrying) and a reason that says what was wrong."""
+clients then stop retrying) and a reason that says what was wrong. The REST routes
+(`queuelog.edge.rest`) answer every refused key, and a missing one, 401 in their own shape."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -48,7 +49,7 @@ from queuelog.auth.backend import (
 from queuelog.auth.ratelimit import RateLimited, TokenBuckets
 from queuelog.config import Settings
 from queuelog.domain.codes import ErrorCode
-from queuelog.edge import dashboard
+from queuelog.edge import dashboard, openapi, rest
 from queuelog.edge.graphiql import ASSETS_PATH, GraphiQLAssets
 from queuelog.edge.graphiql import page as graphiql_page
 from queuelog.edge.health import Readiness, healthz
@@ -58,12 +59,13 @@ from queuelog.edge.http import (
     EdgeHeaders,
     KeyRateLimit,
     error_response,
+    is_rest,
     negotiate,
     page_csp,
     rate_limited,
 )
 from queuelog.edge.metrics import JobMetrics, MetricsEndpoint, process_exited, subscriptions_loop
-from queuelog.edge.requests import OUTCOME, OperationLabels, OperationObserver, root_fields
+from queuelog.edge.requests import BODY, OUTCOME, OperationLabels, OperationObserver, root_fields
 from queuelog.edge.view import SpecGraphQL
 from queuelog.edge.websocket import handler_classes
 from queuelog.events.listen import listen
@@ -158,53 +160,85 @@ class QueuelogGraphQL(SpecGraphQL):
 
 
 class BodyLimit:
-    """Refuse request bodies over `max_bytes` with 413 before anything parses them."""
+    """Refuse request bodies over `max_bytes` with 413 before anything parses them, and hold
+    every body in one buffer: the middleware reads it whole, then hands the application one
+    message. The bodies being held, server-wide, stay within `budget` bytes (each counts
+    its Content-Length, or what has arrived): past it, 503 at once."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, budget: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.budget = budget
+        self.held = 0  # bytes of the bodies in flight, counted before they arrive
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        declared = 0
         for name, value in scope["headers"]:
-            if name == b"content-length" and (not value.isdigit() or int(value) > self.max_bytes):
-                await _too_large(self.max_bytes)(scope, receive, send)
-                return
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _BodyTooLarge
-            return message
-
+            if name == b"content-length":
+                if not value.isdigit() or int(value) > self.max_bytes:
+                    await _too_large(self.max_bytes, scope["path"])(scope, receive, send)
+                    return
+                declared = int(value)
+        reserved = 0
         try:
-            await self.app(scope, limited, send)
-        except _BodyTooLarge:
-            await _too_large(self.max_bytes)(scope, receive, send)
+            if not self._reserve(declared):
+                await _busy(scope["path"])(scope, receive, send)
+                return
+            reserved = declared
+            body, size = bytearray(declared), 0  # filled in place as the bytes arrive
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client left mid-body: nobody to answer
+                chunk = message.get("body", b"")
+                if size + len(chunk) > self.max_bytes:
+                    await _too_large(self.max_bytes, scope["path"])(scope, receive, send)
+                    return
+                if size + len(chunk) > reserved:  # no Content-Length, or more than it said
+                    if not self._reserve(size + len(chunk) - reserved):
+                        await _busy(scope["path"])(scope, receive, send)
+                        return
+                    reserved = size + len(chunk)
+                body[size : size + len(chunk)] = chunk
+                size += len(chunk)
+                if not message.get("more_body", False):
+                    break
+            del body[size:]
+            data = bytes(body)
+            del body
+            scope.setdefault("state", {})[BODY] = data  # for the operation's label
+            whole: Message | None = {"type": "http.request", "body": data}
+
+            async def replay() -> Message:
+                nonlocal whole
+                if whole is not None:
+                    message, whole = whole, None
+                    return message
+                return await receive()  # e.g. the client leaving a long poll
+
+            await self.app(scope, replay, send)
+        finally:
+            self.held -= reserved
+
+    def _reserve(self, n: int) -> bool:
+        if n and self.held + n > self.budget:
+            return False
+        self.held += n
+        return True
 
 
-class _BodyTooLarge(Exception):
-    pass
+def _busy(path: str) -> Response:
+    message = "too many request bodies in flight on this server; retry later"
+    headers = {"Retry-After": "1", "Connection": "close"}
+    return error_response(None, 503, message, ErrorCode.SERVICE_UNAVAILABLE, headers, path=path)
 
 
-def _too_large(limit: int) -> Response:
-    return JSONResponse(
-        {
-            "errors": [
-                {
-                    "message": f"request body over {limit} bytes",
-                    "extensions": {"code": ErrorCode.PAYLOAD_TOO_LARGE},
-                }
-            ]
-        },
-        status_code=413,
-    )
+def _too_large(limit: int, path: str) -> Response:
+    message = f"request body over {limit} bytes"
+    return error_response(None, 413, message, ErrorCode.PAYLOAD_TOO_LARGE, path=path)
 
 
 class AllowedOriginsCORS(CORSMiddleware):
@@ -222,15 +256,20 @@ class AllowedOriginsCORS(CORSMiddleware):
 
 def _auth_error(conn: HTTPConnection, exc: Exception) -> Response:
     """A refused key, by the rule in this module's docstring."""
-    accept = conn.headers.get("accept")
+    accept, path = conn.headers.get("accept"), conn.url.path
     if isinstance(exc, TooManyFailures):
         what = "too many failed attempts to authenticate from this address"
-        return rate_limited(accept, RateLimited(exc.retry_after), what)
+        return rate_limited(accept, RateLimited(exc.retry_after), what, path)
     message = str(exc)
     challenge = f'Bearer realm="queuelog", error="invalid_token", error_description="{message}"'
-    status = 401 if negotiate(accept) == GRAPHQL_RESPONSE else 200
+    status = 401 if negotiate(accept) == GRAPHQL_RESPONSE or is_rest(path) else 200
     return error_response(
-        accept, status, message, ErrorCode.UNAUTHENTICATED, {"WWW-Authenticate": challenge}
+        accept,
+        status,
+        message,
+        ErrorCode.UNAUTHENTICATED,
+        {"WWW-Authenticate": challenge},
+        path=path,
     )
 
 
@@ -325,6 +364,8 @@ def create_app(
         Route("/metrics", metrics.respond),
         Route("/graphql", graphql, methods=["GET", "POST"]),
         WebSocketRoute("/graphql", graphql),
+        *rest.routes(s),
+        openapi.route(),
     ]
     if graphql.graphql_ide:
         routes.append(Mount(ASSETS_PATH, GraphiQLAssets()))
@@ -349,7 +390,11 @@ def create_app(
         settings.anonymous_rate_limit_per_second, settings.anonymous_rate_limit_burst
     )
     middleware += [
-        Middleware(BodyLimit, max_bytes=settings.request_max_bytes),
+        Middleware(
+            BodyLimit,
+            max_bytes=settings.request_max_bytes,
+            budget=settings.request_bodies_max_bytes,
+        ),
         Middleware(AuthenticationMiddleware, backend=graphql.auth, on_error=_auth_error),
         Middleware(KeyRateLimit, buckets=graphql.key_buckets, anonymous=anonymous),
     ]

@@ -78,21 +78,46 @@ def negotiate(accept: str | None) -> str | None:
     return best[2] if best else None
 
 
+# The REST routes (`queuelog.edge.rest`): their errors, whoever answers them (a route or a
+# middleware), are one JSON object, `{"code": …, "message": …}`, with the GraphQL codes.
+REST_PREFIX = "/jobs"
+
+
+def is_rest(path: str) -> bool:
+    return path == REST_PREFIX or path.startswith(REST_PREFIX + "/")
+
+
+def rest_error(
+    status: int, message: str, code: str, headers: dict[str, str] | None = None, **extra: Any
+) -> Response:
+    """A REST route's error; `extra` named as GraphQL's extensions (`retryAfter` becomes
+    `retry_after`, as the REST fields are named)."""
+    body = {"code": code, "message": message}
+    body.update({re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): v for k, v in extra.items()})
+    return Response(orjson.dumps(body), status, headers, media_type=JSON)
+
+
 def error_response(
     accept: str | None,
     status: int,
     message: str,
     code: str,
     headers: dict[str, str] | None = None,
+    *,
+    path: str = "",
     **extensions: Any,
 ) -> Response:
+    """An error answered before the request reached its route: GraphQL's shape, or the
+    REST routes' own for a `path` of theirs."""
+    if is_rest(path):
+        return rest_error(status, message, code, headers, **extensions)
     body = {"errors": [{"message": message, "extensions": {"code": code, **extensions}}]}
     media = negotiate(accept) or JSON
     return Response(orjson.dumps(body), status, headers, media_type=f"{media}; charset=utf-8")
 
 
 def rate_limited(
-    accept: str | None, exc: RateLimited, what: str = "rate limit exceeded"
+    accept: str | None, exc: RateLimited, what: str = "rate limit exceeded", path: str = ""
 ) -> Response:
     return error_response(
         accept,
@@ -100,6 +125,7 @@ def rate_limited(
         f"{what}; retry after {exc.retry_after:.2f} s",
         ErrorCode.RATE_LIMITED,
         {"Retry-After": exc.header},
+        path=path,
         retryAfter=round(exc.retry_after, 3),
     )
 
@@ -176,7 +202,7 @@ def _header(raw: list[tuple[bytes, bytes]], name: bytes) -> str:
 
 class KeyRateLimit:
     """A token bucket per API key (after authentication), and one per client address for
-    GraphQL requests that carry no key: over it, HTTP 429 RATE_LIMITED before anything
+    GraphQL and REST requests that carry no key: over it, HTTP 429 RATE_LIMITED before anything
     parses the request."""
 
     def __init__(
@@ -192,11 +218,11 @@ class KeyRateLimit:
             try:
                 if isinstance(user, Principal):
                     self.buckets.take(user.actor.name)
-                elif scope["path"] == "/graphql":
+                elif scope["path"] == "/graphql" or is_rest(scope["path"]):
                     client = scope.get("client")
                     self.anonymous.take(client[0] if client else "unknown")
             except RateLimited as exc:
                 accept = Headers(scope=scope).get("accept")
-                await rate_limited(accept, exc)(scope, receive, send)
+                await rate_limited(accept, exc, path=scope["path"])(scope, receive, send)
                 return
         await self.app(scope, receive, send)

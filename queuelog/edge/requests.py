@@ -25,6 +25,7 @@ from queuelog.edge.logs import CURRENT, RequestInfo
 from queuelog.edge.metrics import observe_request
 
 OUTCOME = "graphql_outcome"  # the view's verdict, in the request's state
+BODY = "queuelog_body"  # the request's whole body, in its state (`app.BodyLimit` reads it)
 INVALID = "invalid"
 MULTIPLE = "multiple"
 INTROSPECTION = frozenset({"__schema", "__type"})
@@ -123,15 +124,8 @@ class OperationObserver:
     async def _observed(
         self, scope: Scope, receive: Receive, send: Send, info: RequestInfo
     ) -> None:
-        body = bytearray()
         status = 500
         label: list[str | None] = []  # once the response has begun, the body is all read
-
-        async def capture() -> Message:
-            message = await receive()
-            if message["type"] == "http.request" and len(body) <= self.body_max:
-                body.extend(message.get("body", b""))
-            return message
 
         async def send_status(message: Message) -> None:
             nonlocal status
@@ -143,12 +137,13 @@ class OperationObserver:
         def operation() -> str | None:
             if label:
                 return label[0]
-            return self.labels.of_request(scope["method"], scope["query_string"], bytes(body))
+            body = scope.get("state", {}).get(BODY, b"")  # no copy of its own
+            return self.labels.of_request(scope["method"], scope["query_string"], body)
 
         info.operation = operation
         start = time.perf_counter()
         try:
-            await self.app(scope, capture, send_status)
+            await self.app(scope, receive, send_status)
         finally:
             name = operation()
             if name is not None:

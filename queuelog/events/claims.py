@@ -17,14 +17,21 @@ proves it for every waiter of the same types, so those recheck together (`Rechec
 them claims each period, counted from the latest claim of those types that found nothing,
 and only if that one finds jobs does the next one try, at once.
 
-Of a type with flow limits (`service.job_types`), every waiter that wants it tries again
-when a job of it leaves RUNNING (a place may be free), and every waiter tries again when the
-next token of its rate limit is due and when a type's pause or limits change: those are rare
-next to new jobs, and a place freed on another replica is not counted here, so waking all of
-them is the rule that cannot miss one.
+Of a type with flow limits (`service.job_types`), a job of it leaving RUNNING (a place may
+be free, on any replica: the feed reads every replica's events) wakes the first waiter in
+line that wants it and is not woken yet, as a new job does; one that leaves without using
+the wake hands it on. Of the waiters that want the same types, one (`Recheck.token_holder`)
+tries again when the next token of their rate limit is due, and hands that role to another
+when it leaves. Every waiter tries again when a type's pause or limits change (rare).
+
+One key may have at most `max_waiting` claims waiting in this process; one more is refused
+(ValidationFailed), once its first claim found nothing.
 
 A waiter whose client went away (`gone` finished) stops waiting; jobs it claimed after that
-are given back at once (`give_back`), since nobody will receive them.
+are given back at once (`give_back`), since nobody will receive them. A waiter whose key is
+revoked stops too (KeyRevoked): every claim it makes after the first confirms its key as an
+HTTP request would, and a revocation heard of (here, or another replica's NOTIFY) wakes it to
+confirm at once; jobs it got as its key was revoked are given back.
 
 Jobs enqueued through this process wake its waiters as soon as their transaction commits
 (`PendingHints`, told by the job service), without waiting for the feed to read their
@@ -37,11 +44,16 @@ import contextlib
 import math
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar, cast
 
 from queuelog.events.feed import EventFeed, Interest
+from queuelog.events.sessions import KeyRevoked, Session
+from queuelog.service import validation
+from queuelog.service.errors import ValidationFailed
 from queuelog.service.handoff import Standing
 from queuelog.service.job_types import JobTypeService, WaitHints
+from queuelog.service.jobs import JobService
 from queuelog.service.models import Actor, Job, JobEvent, Role, Status
 from queuelog.service.observer import JobObserver
 from queuelog.storage import events as events_sql
@@ -58,6 +70,18 @@ HINTED_MAX = 10_000  # jobs announced ahead of the feed, remembered until it pas
 # Sees every event, to learn which jobs entered PENDING or left RUNNING (to PENDING or a
 # finished status); what it learns is never shown.
 _FEED_READER = Actor("queuelog-claims", Role.ADMIN)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimArgs:
+    """What a client's claim asks for (`claim_for`), as its API received it."""
+
+    types: Sequence[str] | None = None
+    lease_seconds: int | None = None
+    limit: int = 1
+    wait_seconds: int | None = 0
+
+
 _LEFT_RUNNING = Interest(_FEED_READER, statuses=frozenset(Status) - {Status.RUNNING})
 
 
@@ -66,8 +90,9 @@ class Waiter:
     freeing in one of its `limited` types, by its client leaving, or by the feed stopping
     (`ended`)."""
 
-    def __init__(self, types: Collection[str] | None, flow: bool) -> None:
+    def __init__(self, types: Collection[str] | None, flow: bool, key: str | None = None) -> None:
         self.types = types
+        self.key = key  # the name of the API key it claims with
         # Until its hints are read, any type it wants may be limited.
         self.limited: frozenset[str] | None = None if flow else frozenset()
         self.woken = False  # it has a reason to claim again
@@ -92,6 +117,14 @@ class Recheck:
         self.members: list[Waiter] = []
         self.empty_at = -math.inf
         self.checker: Waiter | None = None
+        self.token_holder: Waiter | None = None  # claims when their rate's next token is due
+
+    def token_turn(self, me: Waiter) -> bool:
+        """Whether `me` is the member that claims at the next token (taking the role if
+        nobody holds it)."""
+        if self.token_holder is None:
+            self.token_holder = me
+        return self.token_holder is me
 
     async def pause(self, me: Waiter, every: float, until: float) -> None:
         """Return when `me` is woken, at `until`, or when it is `me`'s turn to claim for
@@ -135,11 +168,24 @@ class Waiters:
         self._ready: asyncio.Future[None] | None = None
         self._follower: asyncio.Task[None] | None = None
         self._hinted: set[int] = set()  # new jobs that woke a waiter before the feed saw them
+        self.per_key: dict[str, int] = {}  # waiters in line by key name
+
+    def admit(self, key: str | None, most: int | None) -> None:
+        """Refuse one more waiter of `key` when it has `most` in line already."""
+        if key is not None and most is not None and self.per_key.get(key, 0) >= most:
+            raise ValidationFailed(
+                f"this API key has {most} claims waiting on this server already, the most "
+                "it may have (QUEUELOG_MAX_WAITING_CLAIMS_PER_KEY): claim without "
+                "waitSeconds, or once one of them is answered",
+                ["waitSeconds"],
+            )
 
     async def join(self, waiter: Waiter, feed: EventFeed) -> Recheck:
         """Take a place in line. From the return on, every job that enters PENDING wakes
         someone in line. Returns the rechecks the waiter shares with those of its types."""
         self.line.append(waiter)
+        if waiter.key is not None:
+            self.per_key[waiter.key] = self.per_key.get(waiter.key, 0) + 1
         recheck = self.rechecks.setdefault(_types_key(waiter), Recheck())
         recheck.members.append(waiter)
         if self._ready is None:
@@ -150,10 +196,19 @@ class Waiters:
 
     def leave(self, waiter: Waiter) -> None:
         self.line.remove(waiter)
+        if waiter.key is not None:
+            if (n := self.per_key[waiter.key] - 1) > 0:
+                self.per_key[waiter.key] = n
+            else:
+                del self.per_key[waiter.key]
         key = _types_key(waiter)
         recheck = self.rechecks[key]
         recheck.members.remove(waiter)
         recheck.released(waiter)
+        if recheck.token_holder is waiter:  # another claims now, then holds the role
+            recheck.token_holder = None
+            if recheck.members:
+                recheck.members[0].wake()
         if not recheck.members:
             del self.rechecks[key]
         if waiter.called is not None:  # woken for a job it did not take: the next one is
@@ -191,10 +246,18 @@ class Waiters:
             else:
                 self.wake_one(job_type)
         if event.previous_status is Status.RUNNING:
-            for waiter in self.line:
-                limited = waiter.limited is None or job_type in waiter.limited
-                if limited and waiter.wants(job_type):
-                    waiter.wake()
+            self.wake_freed(job_type)
+
+    def wake_freed(self, job_type: str) -> None:
+        """A job of `job_type` left RUNNING: the first waiter for which that type is
+        limited and that is not woken yet claims for the place it may have freed."""
+        for waiter in self.line:
+            limited = waiter.limited is None or job_type in waiter.limited
+            if limited and not waiter.woken and waiter.wants(job_type):
+                if waiter.called is None:  # handed on if it leaves without using it
+                    waiter.called = job_type
+                waiter.wake()
+                return
 
     async def _follow(self, feed: EventFeed, ready: asyncio.Future[None]) -> None:
         try:
@@ -252,13 +315,17 @@ async def claim_waiting(
     gone: Callable[[], Coroutine[object, object, object]] | None = None,
     give_back: Callable[[list[T]], Awaitable[object]] | None = None,
     offer: Callable[[], Standing] | None = None,
+    key: tuple[str, Callable[[], Awaitable[bool]]] | None = None,
+    max_waiting: int | None = None,
 ) -> list[T]:
     """`claim()`'s jobs, at once if there are any, else as soon as one of `types` (None:
     any the claim may take) enters PENDING and is claimed, or nothing after `seconds`
     (its types' waiters trying again every `recheck`, default RECHECK_SECONDS) or once
     `gone()` ends. With
     `flow`, limited types wake it as the module says. With `offer`, it stands in line for
-    enqueues to claim for it while it pauses (`service.handoff`)."""
+    enqueues to claim for it while it pauses (`service.handoff`). With `key` (its name, and
+    whether it is live now), it ends with KeyRevoked once the key is revoked, and it is
+    refused (ValidationFailed) when the key has `max_waiting` claims waiting already."""
     if seconds <= 0 or not feed.running:
         return await claim()
     # A busy worker's claim finds jobs at once: it never takes a place in line (which
@@ -270,7 +337,9 @@ async def claim_waiting(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     every = RECHECK_SECONDS if recheck is None else recheck
-    waiters, me = waiters_of(feed), Waiter(types, flow is not None)
+    waiters = waiters_of(feed)
+    waiters.admit(key[0] if key else None, max_waiting)  # no await until it joins
+    me = Waiter(types, flow is not None, key[0] if key else None)
     hints: WaitHints | None = None
     heard = 0
     left = asyncio.create_task(gone()) if gone is not None else None
@@ -278,6 +347,10 @@ async def claim_waiting(
         left.add_done_callback(lambda _: me.wake())
     watching = contextlib.nullcontext() if flow is None else flow.watching(me.wake)
     standing: Standing | None = None
+    session: Session | None = None
+    if key is not None:  # a revocation heard of wakes it to confirm its key
+        session = Session(key[0], key[1], 0.0, on_revoke=me.wake, on_expire=me.wake)
+        feed.register(session)
 
     async def withdrawn() -> list[T]:
         """Out of the standing line: the jobs an enqueue claimed for it meanwhile, if any."""
@@ -296,6 +369,8 @@ async def claim_waiting(
                 me.woken = False
                 took, me.called = me.called, None
                 started = loop.time()
+                if session is not None:
+                    await session.confirm()
                 jobs = await withdrawn() or await claim()
                 shared.claimed(me, started, bool(jobs))
                 if jobs:
@@ -311,7 +386,9 @@ async def claim_waiting(
                     heard = flow.changes  # a change since its hints: read them again
                     hints = await flow.wait_hints(types)
                     me.limited = hints.limited
-                token_at = math.inf if hints.token_in is None else loop.time() + hints.token_in
+                token_at = math.inf
+                if hints.token_in is not None and shared.token_turn(me):
+                    token_at = loop.time() + hints.token_in
                 if offer is not None:
                     standing = offer()
                     standing.line.stand(standing)
@@ -319,10 +396,13 @@ async def claim_waiting(
                 await shared.pause(me, every, min(deadline, token_at))
                 if left is not None and left.done():
                     return []
-        if jobs and left is not None and left.done():
+        revoked = session is not None and session.revoked
+        if jobs and (revoked or (left is not None and left.done())):
             if give_back is not None:
                 await give_back(jobs)
-            return []
+            jobs = []
+        if session is not None and session.revoked:
+            raise KeyRevoked(f"the API key {session.name!r} was revoked")
         return jobs
     finally:
         waiters.leave(me)
@@ -333,3 +413,39 @@ async def claim_waiting(
             left.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await left
+
+
+async def claim_for(
+    service: JobService,
+    feed: EventFeed,
+    flow: JobTypeService,
+    actor: Actor,
+    claim: ClaimArgs,
+    gone: Callable[[], Coroutine[object, object, object]] | None = None,
+    key_live: Callable[[], Awaitable[bool]] | None = None,
+) -> list[Job]:
+    """A client's claim, the same over every API: `service.claim`, waiting as long as the
+    service allows `claim.wait_seconds` when nothing is claimable, standing in line for
+    enqueues meanwhile; what it claimed after its client went away (`gone`) is given back.
+    With `key_live` (whether the caller's key is live now), a claim waiting when its key is
+    revoked ends with KeyRevoked; a key's waiting claims are bounded by the settings."""
+    seconds = service.claim_wait(claim.wait_seconds)
+    types = validation.claim_types(claim.types, ["types"])
+    lease, limit = claim.lease_seconds, claim.limit
+
+    async def give_back(jobs: list[Job]) -> None:
+        await service.release(actor, [j.id for j in jobs])
+
+    return await claim_waiting(
+        feed,
+        lambda: service.claim(actor, types, lease, limit),
+        service.usable_types(actor) if types is None else types,
+        seconds,
+        service.settings.claim_recheck_seconds,
+        flow=flow,
+        gone=gone,
+        give_back=give_back,
+        offer=lambda: service.standing_claim(actor, types, lease, limit),
+        key=None if key_live is None else (actor.name, key_live),
+        max_waiting=service.settings.max_waiting_claims_per_key,
+    )

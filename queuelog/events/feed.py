@@ -21,11 +21,12 @@ import bisect
 import contextlib
 import threading
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from queuelog.events.listen import listen
+from queuelog.events.quota import PerKey
 from queuelog.events.sessions import KeyRevoked, Session
 from queuelog.service.models import Actor, JobEvent, Status
 from queuelog.service.visibility import may_see, scope
@@ -108,6 +109,8 @@ class EventFeed:
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+        self._alerts: list[Callable[[], None]] = []  # told of revocations and of the stop
+        self.per_key = PerKey()  # the open subscriptions of each key
         # With no follower the reader reads nothing; the next follower first moves the
         # window to the newest event (older events are read from the table on demand).
         # The event loop's thread owns the feed's state; `_asleep` is the one flag writer
@@ -139,6 +142,7 @@ class EventFeed:
         """End every subscription (each completes normally) and wait until they have."""
         self._stopping = True
         self._wake_followers()
+        self._alert()
         if self.followers:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(grace):
@@ -159,18 +163,29 @@ class EventFeed:
     def register(self, session: Session) -> None:
         self._sessions.add(session)
 
+    def on_alert(self, callback: Callable[[], None]) -> None:
+        """Call `callback` on every revocation heard of and when the feed stops: waiters
+        that do not follow the feed (`events.progress`) need no timer to notice either."""
+        self._alerts.append(callback)
+
+    def _alert(self) -> None:
+        for callback in list(self._alerts):
+            callback()
+
     def revoke(self, name: str) -> None:
         """The key `name` was revoked: end its connections' subscriptions now."""
         for session in list(self._sessions):
             if session.name == name:
                 session.revoke()
         self._wake_followers()
+        self._alert()
 
     def recheck_keys(self) -> None:
         """Some key was revoked elsewhere: every connection re-verifies its key now."""
         for session in list(self._sessions):
             session.expire()
         self._wake_followers()
+        self._alert()
 
     # -- the reader ---------------------------------------------------------------------
 

@@ -4,18 +4,19 @@ Progress is not a status change and makes no event. One reader per process looks
 job someone follows, all in one query, `interval` seconds apart, and tells each follower
 when its job's progress or status changed. That works alike on every backend and across
 replicas, costs nothing while nobody follows, and sends a follower at most one report per
-interval (the latest wins)."""
+interval (the latest wins). A follower sleeps until its job changes, its key is revoked, or
+the feed stops (the feed's alerts): no timer of its own."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
 from queuelog.domain.lifecycle import FINISHED
 from queuelog.events.feed import EventFeed
+from queuelog.events.sessions import Session
 from queuelog.storage import jobs as jobs_sql
 
 INTERVAL_SECONDS = 0.1
@@ -38,10 +39,18 @@ class ProgressWatch:
         self._latest: dict[int, Any] = {}  # job id -> (id, status, progress, progress_at)
         self._followers: dict[int, set[asyncio.Event]] = {}
         self._reader: asyncio.Task[None] | None = None
+        feed.on_alert(self._alert)
 
-    async def follow(self, job_id: int) -> AsyncIterator[Any]:
+    def _alert(self) -> None:
+        """A key was revoked or the feed stops: every follower looks."""
+        for followers in self._followers.values():
+            for changed in followers:
+                changed.set()
+
+    async def follow(self, job_id: int, session: Session | None = None) -> AsyncIterator[Any]:
         """The job's progress row now, then each time its progress or status changes;
-        ends after a row showing the job finished, or gone (None), or when the feed stops."""
+        ends after a row showing the job finished, or gone (None), or when the feed stops.
+        Raises KeyRevoked once `session`'s key is revoked."""
         changed = asyncio.Event()
         self._followers.setdefault(job_id, set()).add(changed)
         if self._reader is None or self._reader.done():
@@ -57,9 +66,9 @@ class ProgressWatch:
                 while _version(row) == seen:
                     if not self.feed.running:
                         return
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(1.0):
-                            await changed.wait()
+                    if session is not None:
+                        await session.check()
+                    await changed.wait()
                     changed.clear()
                     row = self._latest.get(job_id, row)
         finally:

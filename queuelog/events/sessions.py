@@ -29,12 +29,14 @@ class Session:
         verify: Callable[[], Awaitable[bool]],
         recheck: float,
         on_revoke: Callable[[], None] = lambda: None,
+        on_expire: Callable[[], None] = lambda: None,
     ) -> None:
         self.name = name
         self.revoked = False
         self._verify = verify
         self._recheck = recheck
         self._on_revoke = on_revoke
+        self._on_expire = on_expire  # told when a revocation elsewhere was heard of
         self._checked_at = time.monotonic()
         self._lock = asyncio.Lock()
 
@@ -46,6 +48,7 @@ class Session:
     def expire(self) -> None:
         """Have the next `check()` re-verify the key (another process revoked some key)."""
         self._checked_at = float("-inf")
+        self._on_expire()
 
     async def confirm(self) -> None:
         """Raise KeyRevoked unless the key is live now, as an HTTP request would find it."""

@@ -1,5 +1,7 @@
 """Bulk cancel and retry: a single cancel's or retry's transition, applied to every job a
-filter matches, in short write transactions so other writers get their turn between them."""
+filter matches, in batches: a read finds each batch's jobs, then a short write transaction
+changes them by id, so that other writers get their turn and no filter's search ever holds
+the write lock."""
 
 from __future__ import annotations
 
@@ -46,23 +48,38 @@ async def apply_to_matching(
     limit: int,
 ) -> tuple[int, bool]:
     """Apply `transition` to up to `limit` jobs that `actor` may see, `match` and are in
-    one of its source statuses, oldest first; how many changed, and whether more match."""
+    one of its source statuses, oldest first; how many changed, and whether more match.
+
+    Each batch's jobs are found by a read, which may take long (a payload filter tests
+    every job it passes) but holds no write lock and keeps to the request's deadline; the
+    write then changes those jobs by id, checking again that each still matches."""
     validation.bounded(limit, 1, BULK_MAX, "limit", ["limit"])
     changed = 0
+    after: int | None = None  # the last id read: each read goes on past it
     while changed < limit:
         size = min(BATCH, limit - changed)
-        n, full = await db.write(_batch, clock, actor, transition, match, size)
-        changed += n
-        if not full:
+        ids = await db.read(_find, actor, transition, match, size, after)
+        if ids:
+            changed += await db.write(_batch, clock, actor, transition, match, ids)
+            after = ids[-1]
+        if len(ids) < size:
             return changed, False
-    left = await db.read(
-        jobs_sql.ids_matching,
+    left = await db.read(_find, actor, transition, match, 1, after)
+    return changed, bool(left)
+
+
+def _find(
+    tx: Tx, actor: Actor, transition: Transition, match: JobFilter, size: int, after: int | None
+) -> list[int]:
+    """The ids of the next `size` jobs to change, past id `after`."""
+    return jobs_sql.ids_matching(
+        tx,
         scope=scope(actor),
         match=match,
         statuses=transition.source_values,
-        limit=1,
+        limit=size,
+        after_id=after,
     )
-    return changed, bool(left)
 
 
 def _batch(
@@ -71,12 +88,10 @@ def _batch(
     actor: Actor,
     transition: Transition,
     match: JobFilter,
-    size: int,
-) -> tuple[int, bool]:
-    """One transaction's share: how many jobs changed, and whether it found a full batch."""
-    ids = jobs_sql.ids_matching(
-        tx, scope=scope(actor), match=match, statuses=transition.source_values, limit=size
-    )
+    ids: list[int],
+) -> int:
+    """One transaction's share: the jobs of `ids` that still match, changed (the
+    compare-and-set passes only those still in a source status); how many changed."""
+    still = jobs_sql.still_matching(tx, scope=scope(actor), match=match, ids=ids)
     values = VALUES[transition.name](clock())
-    changed = sum(jobs_sql.apply(tx, transition, i, values) is not None for i in ids)
-    return changed, len(ids) == size
+    return sum(jobs_sql.apply(tx, transition, i, values) is not None for i in still)

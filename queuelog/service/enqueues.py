@@ -17,6 +17,7 @@ from queuelog.service.observer import Expired, JobObserver
 from queuelog.service.visibility import shown
 from queuelog.storage import batches
 from queuelog.storage import jobs as jobs_sql
+from queuelog.storage import keys as keys_sql
 from queuelog.storage.db import Database
 from queuelog.storage.tx import Tx
 
@@ -96,14 +97,17 @@ class JobEnqueues:
         """The rows, then each taker's claim under a savepoint of its own: a claim that
         fails costs only itself. They rescue no expired lease (a statement the new job's
         way to its worker need not wait for: the next claim of its own, or the maintenance
-        loop, takes those back)."""
+        loop, takes those back). A taker whose key was revoked, by whatever process, before
+        this transaction gets nothing."""
         inserted = jobs_sql.insert(tx, rows)
+        live = keys_sql.live_names(tx, {s.actor.name for s in takers})
         claims = [
             batches.isolated(
                 tx, functools.partial(self._claim, worker=s.actor.name, types=s.types,
                                       lease_seconds=s.lease_seconds, limit=s.limit,
                                       rescue=False)
             )
+            if s.actor.name in live else (False, PermissionError("its key was revoked"))
             for s in takers
         ]  # fmt: skip
         return inserted, claims

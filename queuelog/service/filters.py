@@ -20,8 +20,12 @@ __all__ = ["EVERY_JOB", "FILTER_VALUES_MAX", "FilterInput", "JobFilter", "job_fi
 
 # Values one list of a filter may hold: a filter is a question, not a bulk import.
 FILTER_VALUES_MAX = 1_000
-# The bound of a payloadContains object: it is compared with every scanned payload.
+# The bounds of a payloadContains object: it is compared with every scanned payload, and
+# the work of one comparison grows with the filter's arrays and the values in them.
 CONTAINS_MAX_BYTES = 4_096
+CONTAINS_MAX_DEPTH = 8  # levels of objects and arrays, the filter itself the first
+CONTAINS_MAX_ITEMS = 64  # items in one array
+CONTAINS_MAX_VALUES = 256  # values below the filter's top, at any depth
 NOTHING = JobFilter(ids=())
 
 
@@ -49,6 +53,28 @@ def _bounded(values: Sequence[Any] | None, name: str, field: list[str]) -> None:
         )
 
 
+def _shape_fits(value: Any) -> bool:
+    """Whether a payloadContains value keeps within the depth, array and value bounds (a
+    walk that stops at the first bound passed, whatever the value's size)."""
+    values = 0
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            items = list(node.values())
+        elif isinstance(node, list):
+            items = node
+            if len(items) > CONTAINS_MAX_ITEMS:
+                return False
+        else:
+            continue
+        values += len(items)
+        if depth > CONTAINS_MAX_DEPTH or values > CONTAINS_MAX_VALUES:
+            return False
+        stack.extend((item, depth + 1) for item in items)
+    return True
+
+
 def _job_id(value: str) -> int | None:
     return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
 
@@ -69,6 +95,13 @@ def job_filter(given: FilterInput, field: Sequence[str] = ("filter",)) -> JobFil
     contains = None
     if given.payload_contains is not None:
         where = [*at, "payloadContains"]
+        if not _shape_fits(given.payload_contains):
+            raise errors.ValidationFailed(
+                f"payloadContains may nest {CONTAINS_MAX_DEPTH} levels deep, with at most"
+                f" {CONTAINS_MAX_ITEMS} items in an array and {CONTAINS_MAX_VALUES} values"
+                " in all",
+                where,
+            )
         try:
             contains = validation.json_object(
                 given.payload_contains, CONTAINS_MAX_BYTES, where, "payloadContains"

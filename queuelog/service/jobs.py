@@ -80,10 +80,11 @@ class JobService(JobEnqueues, JobActions, JobReports, JobReads):
     ) -> list[Job]:
         """Claim up to `limit` jobs: highest priority first, then the oldest, then lowest id."""
         validation.bounded(limit, 1, CLAIM_MAX, "limit", ["limit"])
-        if types is None:
+        asked = validation.claim_types(types, ["types"])
+        if asked is None:
             chosen = self.usable_types(actor)
         else:
-            chosen = [validation.job_type(actor, t, self.types, ["types"]).name for t in types]
+            chosen = [validation.job_type(actor, t, self.types, ["types"]).name for t in asked]
         self._check_lease(lease_seconds)
         if not chosen:
             return []

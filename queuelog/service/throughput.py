@@ -1,5 +1,7 @@
 """Throughput: what happened to the jobs an actor may see, bucket by bucket, from the job
-history. The range is bounded so that one request reads and answers a bounded amount."""
+history. The range is bounded so that one request reads and answers a bounded amount: at
+most BUCKETS_MAX buckets, and at most EVENT_MINUTES_MAX minutes of it counted event by event
+(the rest from the per-minute rollups, `storage.throughput.plan`)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from queuelog.storage.db import Database
 
 BUCKET_SECONDS_MAX = 86_400
 BUCKETS_MAX = 1_440
+# The most of the job history one read may count event by event (the rest comes from the
+# per-minute rollups): its edges and the minutes its buckets' edges cut.
+EVENT_MINUTES_MAX = 120
 ROLLUP_BATCH = 50_000  # event ids a rollup run covers at most: a short hold of the writer
 
 
@@ -50,6 +55,18 @@ def _bucket_count(since: datetime, until: datetime, bucket_seconds: int) -> int:
     return count
 
 
+def _check_event_span(plan: throughput_sql.Plan) -> None:
+    minutes = -(-plan.event_micros // 60_000_000)
+    if minutes > EVENT_MINUTES_MAX:
+        raise errors.ValidationFailed(
+            f"this read would count {minutes} minutes of the job history event by event;"
+            f" the limit is {EVENT_MINUTES_MAX}: ask for a shorter range, or put since on"
+            " a whole minute with bucketSeconds a multiple of 60 (read from per-minute"
+            " counts; a worker's key is always counted event by event)",
+            ["since"],
+        )
+
+
 async def throughput(
     db: Database,
     actor: Actor,
@@ -63,12 +80,14 @@ async def throughput(
     without an offset is read as UTC)."""
     since, until = aware(since), aware(until)
     count = _bucket_count(since, until, bucket_seconds)
+    within = scope(actor)
+    _check_event_span(throughput_sql.plan(within, since, until, bucket_seconds))
     if job_type is not None and not job_type.isprintable():
         found = {}
     else:
         found = await db.read(
             throughput_sql.buckets,
-            scope=scope(actor),
+            scope=within,
             since=since,
             until=until,
             bucket_seconds=bucket_seconds,

@@ -21,6 +21,7 @@ RUN_AT_GRACE = timedelta(hours=1)
 # Levels of objects and arrays a payload or result may nest: well inside what the JSON
 # encoder and every response envelope around a payload can hold.
 JSON_MAX_DEPTH = 100
+CLAIM_TYPES_MAX = 100  # distinct types one claim may ask for
 INT_MIN, INT_MAX = -(2**63), 2**64 - 1  # the integers JSON text here carries exactly
 
 
@@ -29,10 +30,27 @@ def job_type(
 ) -> JobTypeConfig:
     cfg = configured.get(name)
     if cfg is None:
-        raise errors.JobTypeNotAllowed(f"job type {name!r} is not configured", field)
+        raise errors.JobTypeNotAllowed(
+            f"job type {name!r} is not configured: the server takes the types of its "
+            "QUEUELOG_JOB_TYPES setting (or job_types in its QUEUELOG_CONFIG TOML file)",
+            field,
+        )
     if not actor.may_use_type(name):
         raise errors.JobTypeNotAllowed(f"this key may not use job type {name!r}", field)
     return cfg
+
+
+def claim_types(types: Sequence[str] | None, field: Sequence[str]) -> list[str] | None:
+    """The distinct types a claim asks for, in the order given (None: every type it may
+    use): a list as long as a request can carry costs no more than its distinct entries."""
+    if types is None:
+        return None
+    distinct = list(dict.fromkeys(types))
+    if len(distinct) > CLAIM_TYPES_MAX:
+        raise errors.ValidationFailed(
+            f"give at most {CLAIM_TYPES_MAX} distinct types, not {len(distinct)}", field
+        )
+    return distinct
 
 
 def serialize(value: Any, limit: int, field: Sequence[str], what: str) -> str:

@@ -25,7 +25,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from queuelog.storage import batches, driver
+from queuelog.storage import batches, deadline, driver
 from queuelog.storage.batches import (
     Call,
     CommitFailed,
@@ -133,10 +133,22 @@ class Database:
         return done.result()
 
     def read_sync(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
+        return self._read(deadline.current(), fn, *a, **k)
+
+    def _read(
+        self,
+        until: float | None,
+        fn: Callable[Concatenate[Tx, P], T],
+        /,
+        *a: P.args,
+        **k: P.kwargs,
+    ) -> T:
+        """A read transaction, its statements held to `until` (`storage.deadline`)."""
+
         def read(retry: bool) -> T:
             with self.reader.begin() as conn:
                 tx = Tx(conn, self.sql)
-                with batches.marking_lost(tx, retry):
+                with batches.marking_lost(tx, retry), self.sql.deadline(conn, until):
                     return fn(tx, *a, **k)
 
         return retrying(lambda: self._once_more_if_lost(read))
@@ -377,7 +389,8 @@ class Database:
             return False, exc
 
     async def read(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
-        call = functools.partial(self.read_sync, fn, *a, **k)
+        # The request's deadline, read here: the reader thread does not see this context.
+        call = functools.partial(self._read, deadline.current(), fn, *a, **k)
         return await asyncio.get_running_loop().run_in_executor(self._read_pool, call)
 
     def _append_events(self, tx: Tx) -> None:

@@ -11,7 +11,8 @@ table in `queuelog.domain.lifecycle`. Everything else in storage is SQLAlchemy C
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, NamedTuple
 
@@ -240,6 +241,13 @@ class Dialect:
     def group_by_hash(self, conn: sa.Connection) -> None:
         """Have this transaction's GROUP BY hash its groups: PostgreSQL cannot tell how
         many groups a computed key makes, reckons one a row, and would sort every row."""
+
+    @contextlib.contextmanager
+    def deadline(self, conn: sa.Connection, until: float | None) -> Iterator[None]:
+        """Hold this read transaction's statements to `until` (a `time.monotonic()`
+        instant; None: no deadline): one still running then is stopped, and
+        `storage.deadline.DeadlinePassed` raised. Call before its first query."""
+        yield
 
     def snapshot(self, conn: sa.Connection) -> None:
         """Have this read transaction's statements all see one snapshot (SQLite's do;

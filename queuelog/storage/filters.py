@@ -92,20 +92,124 @@ def _now() -> datetime:
 EVERY_JOB = JobFilter()
 
 
-def json_contains(value: Any, wanted: Any) -> bool:
+# The work one stored payload's containment test may take, in steps (a wanted value
+# looked for, an array item passed or gathered for lookup): a fraction of a second at
+# most. A payload that needs more counts as not containing the filter: the service
+# bounds a filter's shape, so only a payload built to be slow to search (long arrays of
+# arrays) gets there, and it would hold the reader for it.
+CONTAINS_STEPS = 100_000
+
+
+class _OverBudget(Exception):
+    pass
+
+
+class _Search:
+    """One payload's containment test: its steps left, and the scalars of each of its
+    arrays already gathered (by the array's identity), so that each wanted scalar is one
+    set lookup rather than a pass over the array."""
+
+    __slots__ = ("scalars", "steps")
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.scalars: dict[int, set[tuple[str, Any]]] = {}
+
+    def spend(self, n: int) -> None:
+        self.steps -= n
+        if self.steps < 0:
+            raise _OverBudget
+
+    def scalars_of(self, array: list[Any]) -> set[tuple[str, Any]]:
+        found = self.scalars.get(id(array))
+        if found is None:
+            self.spend(len(array))
+            found = self.scalars[id(array)] = {
+                _key(x) for x in array if not isinstance(x, (dict, list))
+            }
+        return found
+
+
+def _key(scalar: Any) -> tuple[str, Any]:
+    """A JSON scalar as containment compares it: by value within its JSON type (true is
+    not 1; 1 is 1.0)."""
+    if isinstance(scalar, bool):
+        return "b", scalar
+    if isinstance(scalar, (int, float)):
+        return "n", scalar
+    return ("s", scalar) if isinstance(scalar, str) else ("z", None)
+
+
+def json_contains(value: Any, wanted: Any, steps: int = CONTAINS_STEPS) -> bool:
     """Whether JSON `value` contains `wanted` as PostgreSQL's jsonb `@>` reads it below the
     top level: objects by their keys, recursively; arrays when every wanted element is
-    contained in some element; scalars by equal value and JSON type (true is not 1)."""
-    if isinstance(wanted, dict):
-        return isinstance(value, dict) and all(
-            k in value and json_contains(value[k], v) for k, v in wanted.items()
-        )
-    if isinstance(wanted, list):
-        return isinstance(value, list) and all(
-            any(json_contains(x, w) for x in value) for w in wanted
-        )
-    if isinstance(value, (dict, list)):
+    contained in some element; scalars by equal value and JSON type (true is not 1). False
+    once the test has taken `steps` steps."""
+    try:
+        return _contains(value, wanted, _Search(steps))
+    except _OverBudget:
         return False
-    if isinstance(value, bool) or isinstance(wanted, bool):
-        return value is wanted
-    return bool(value == wanted)
+
+
+def _contains(value: Any, wanted: Any, search: _Search) -> bool:
+    kind = type(wanted)
+    if kind is dict:
+        if type(value) is not dict:
+            return False
+        search.spend(len(wanted))
+        for k, w in wanted.items():
+            if k not in value or not _contains(value[k], w, search):
+                return False
+        return True
+    if kind is list:
+        if type(value) is not list:
+            return False
+        search.spend(len(wanted))
+        for w in wanted:
+            if type(w) is dict or type(w) is list:
+                if not _in_some(value, w, search):
+                    return False
+            elif _key(w) not in search.scalars_of(value):
+                return False
+        return True
+    return type(value) is not dict and type(value) is not list and _same(value, wanted)
+
+
+def _in_some(array: list[Any], wanted: Any, search: _Search) -> bool:
+    """Whether some item of `array` contains the object or array `wanted`. A quick look
+    passes most items by: at an object's first scalar, or whether a short array holds the
+    first few scalars wanted (Python's `==` never tells equal JSON scalars apart)."""
+    search.spend(len(array))
+    kind = type(wanted)
+    if kind is dict:
+        probe = next(((k, v) for k, v in wanted.items() if type(v) not in (dict, list)), None)
+        for x in array:
+            if type(x) is not dict:
+                continue
+            if probe is not None and x.get(probe[0], _ABSENT) != probe[1]:
+                continue
+            if _contains(x, wanted, search):
+                return True
+        return False
+    scalars = [v for v in wanted if type(v) not in (dict, list)][:_PROBED]
+    for x in array:
+        if type(x) is not list:
+            continue
+        if len(x) <= _PROBED and not all(v in x for v in scalars):
+            continue
+        if _contains(x, wanted, search):
+            return True
+    return False
+
+
+_ABSENT = object()
+_PROBED = 8  # the scalars a quick look at an array checks, in arrays of at most as many
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    """Two JSON scalars are equal: equal values of one JSON type (Python has true == 1)."""
+    if value != wanted:
+        return False
+    if type(value) is type(wanted):
+        return True
+    return type(value) is not bool and type(wanted) is not bool  # an int and a float

@@ -41,9 +41,10 @@ def ids(
     limit: int,
     newest: bool = True,
     before_id: int | None = None,
+    after_id: int | None = None,
 ) -> sa.Select[int]:
-    """The ids of the first `limit` jobs in `scope` that `match` (with id below `before_id`
-    when given), newest or oldest first."""
+    """The ids of the first `limit` jobs in `scope` that `match` (with id below `before_id`,
+    above `after_id`, when given), newest or oldest first."""
     producers = {p for p in (scope.producer, match.producer) if p is not None}
     rest = match._replace(statuses=None, types=None, producer=None).where(tx.dialect)
     rest += scope._replace(producer=None).where(jobs)
@@ -51,6 +52,8 @@ def ids(
     if before_id is not None:
         rest.append(J.id < before_id)
         order = J.id  # a later page's walk back starts at its cursor, inside any window
+    if after_id is not None:
+        rest.append(J.id > after_id)
     shares = None
     if match.types is not None:
         shares = _Shares(tx, match.types, next(iter(producers)) if producers else None)

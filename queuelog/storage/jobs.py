@@ -214,15 +214,36 @@ def page(
 
 
 def ids_matching(
-    tx: Tx, *, scope: Scope, match: JobFilter, statuses: Sequence[str], limit: int
+    tx: Tx,
+    *,
+    scope: Scope,
+    match: JobFilter,
+    statuses: Sequence[str],
+    limit: int,
+    after_id: int | None = None,
 ) -> list[int]:
-    """Up to `limit` ids of jobs in `scope` that `match` and are in one of `statuses`,
-    oldest first."""
+    """Up to `limit` ids of jobs in `scope` that `match` and are in one of `statuses`
+    (with id above `after_id` when given), oldest first."""
     wanted = tuple(s for s in statuses if match.statuses is None or s in match.statuses)
     found = job_lists.ids(
-        tx, scope=scope, match=match._replace(statuses=wanted), limit=limit, newest=False
+        tx,
+        scope=scope,
+        match=match._replace(statuses=wanted),
+        limit=limit,
+        newest=False,
+        after_id=after_id,
     )
     return list(tx.conn.execute(found).scalars())
+
+
+def still_matching(tx: Tx, *, scope: Scope, match: JobFilter, ids: Sequence[int]) -> list[int]:
+    """Which of `ids` are of jobs in `scope` that still `match`, in id order: the check a
+    write makes of ids an earlier read found. Payloads are set once, at enqueue: their
+    test, the one costly condition, is not made again."""
+    again = match._replace(ids=None, payload_contains=None)
+    by_id = tx.dialect.selective(J.id.in_(tuple(ids)))
+    cond = [by_id, *scope.where(jobs), *again.where(tx.dialect)]
+    return list(tx.conn.execute(sa.select(J.id).where(*cond).order_by(J.id)).scalars())
 
 
 def counts(tx: Tx, *, scope: Scope, job_type: str | None) -> dict[str, int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +19,12 @@ _BY_HASH = sa.select(*K).where(K.secret_hash == sa.bindparam("h"))
 
 def by_hash(tx: Tx, secret_hash: str) -> Row[Any] | None:
     return tx.conn.execute(_BY_HASH, {"h": secret_hash}).first()
+
+
+def live_names(tx: Tx, names: Collection[str]) -> set[str]:
+    """Which of `names` name a key not revoked."""
+    query = sa.select(K.name).where(K.name.in_(sorted(names)), K.revoked_at.is_(None))
+    return set(tx.conn.execute(query).scalars())
 
 
 def insert(tx: Tx, values: Mapping[str, Any]) -> Row[Any] | None:

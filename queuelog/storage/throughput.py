@@ -2,13 +2,15 @@
 
 Whole minutes come from `throughput_minutes` (the events rolled up by `storage.rollups`),
 the rest from `job_events` (its `occurred_at` index bounds a read to the range, at a few
-microseconds an event). Rollups serve a read whose `since` is on a whole minute, whose
-buckets are whole minutes, and whose scope is not a worker's (rollups keep no worker): the
-minutes from `since` to `until`'s minute, plus the events after the rollups' watermark
-in them, plus every event from `until`'s minute to `until`. Any other read counts events."""
+microseconds an event). Rollups serve, whatever `since`, each whole minute that lies inside
+one bucket, unless the scope is a worker's (rollups keep no worker) or buckets are shorter
+than a minute: those minutes' counts, plus the events after the rollups' watermark in them.
+The rest (the partial minutes at the range's edges, the minutes a bucket's edge cuts, or
+all of the range) is counted event by event (`plan`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -60,10 +62,57 @@ def rolled_through(tx: Tx) -> int:
     return int(tx.conn.execute(stmt).scalar_one_or_none() or 0)
 
 
-def _served_by_rollups(scope: Scope, since: datetime, bucket_seconds: int) -> bool:
-    return (
-        scope.worker is None and bucket_seconds % 60 == 0 and epoch_micros(since) % MINUTE_US == 0
-    )
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How one read is served: the rollups count the whole minutes from `first` to `end`
+    (minutes since the epoch) except the `split` ones, which a bucket's edge cuts; the
+    events count the time `ranges` (microseconds since the epoch, [start, end)): the edges
+    of the range that are not whole minutes, the split minutes, or all of it."""
+
+    first: int = 0
+    end: int = 0
+    split: frozenset[int] = frozenset()
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def event_micros(self) -> int:
+        """How much of the job history the read counts event by event."""
+        return sum(b - a for a, b in self.ranges)
+
+
+def plan(
+    scope: Scope, since: datetime, until: datetime, bucket_seconds: int, rollups: bool = True
+) -> Plan:
+    """The rollups serve every whole minute that lies inside one bucket, for any `since`,
+    unless the scope is a worker's (rollups keep no worker) or buckets are shorter than a
+    minute; the events the rest."""
+    s, u, width = epoch_micros(since), epoch_micros(until), bucket_seconds * 1_000_000
+    first, end = -(-s // MINUTE_US), u // MINUTE_US
+    if not rollups or scope.worker is not None or bucket_seconds < 60 or first >= end:
+        return Plan(ranges=((s, u),))
+    split = {
+        edge // MINUTE_US
+        for edge in range(s + width, u, width)  # the edges between buckets
+        if edge % MINUTE_US and first <= edge // MINUTE_US < end
+    }
+    pieces = [
+        (s, first * MINUTE_US),
+        *((m * MINUTE_US, (m + 1) * MINUTE_US) for m in sorted(split)),
+    ]
+    pieces.append((end * MINUTE_US, u))
+    ranges: list[tuple[int, int]] = []
+    for a, b in pieces:
+        if a >= b:
+            continue
+        if ranges and ranges[-1][1] == a:
+            ranges[-1] = (ranges[-1][0], b)
+        else:
+            ranges.append((a, b))
+    return Plan(first, end, frozenset(split), tuple(ranges))
+
+
+def _instant(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
 
 
 def _from_events(
@@ -78,18 +127,17 @@ def _from_events(
 
 
 def _from_rollups(
-    tx: Tx, scope: Scope, job_type: str | None, since: datetime, edge: datetime
+    tx: Tx, scope: Scope, job_type: str | None, first: int, end: int
 ) -> list[tuple[int, ...]]:
-    """The rolled-up counts of each minute from `since` to `edge`, by the minute's index
-    from `since`: grouped by the minute itself, which the primary key's order hands out
-    grouped (no sort of the rows, no hash table)."""
-    first, end = epoch_micros(since) // MINUTE_US, epoch_micros(edge) // MINUTE_US
+    """The rolled-up counts of each minute from `first` to `end`, by the minute: grouped by
+    the minute itself, which the primary key's order hands out grouped (no sort of the
+    rows, no hash table)."""
     cond = [*scope.where(throughput_minutes), R.minute >= first, R.minute < end]
     if job_type is not None:
         cond.append(R.job_type == job_type)
     sums = (sa.func.sum(R[name]) for name in COUNT_NAMES)
     stmt = sa.select(R.minute, *sums).where(*cond).group_by(R.minute)
-    return [(int(r[0]) - first, *r[1:]) for r in tx.conn.execute(stmt)]
+    return [(int(r[0]), *r[1:]) for r in tx.conn.execute(stmt)]
 
 
 def buckets(
@@ -109,25 +157,29 @@ def buckets(
     cond = [*scope.where(job_events)]
     if job_type is not None:
         cond.append(E.job_type == job_type)
+    s, width = epoch_micros(since), bucket_seconds * 1_000_000
+    p = plan(scope, since, until, bucket_seconds, rollups)
     rows: list[tuple[int, ...]] = []
-    if rollups and _served_by_rollups(scope, since, bucket_seconds):
+    if p.end > p.first:
         tx.dialect.snapshot(tx.conn)  # the watermark and the rows it covers, read alike
-        edge = max(since, until - timedelta(microseconds=epoch_micros(until) % MINUTE_US))
-        per_bucket = bucket_seconds // 60
-        rows += ((m // per_bucket, *n) for m, *n in _from_rollups(tx, scope, job_type, since, edge))
+        minutes = _from_rollups(tx, scope, job_type, p.first, p.end)
         after = rolled_through(tx)
         # The tail is the few newest events, read by id: its time range is put as a minute
         # index (which no index serves), so no planner walks a day of `occurred_at` instead.
-        # Counted from the minute before `since`, as 1: SQLite divides towards zero.
-        minute = tx.dialect.bucket_index(E.occurred_at, epoch_micros(since) - MINUTE_US, MINUTE_US)
-        minutes = (epoch_micros(edge) - epoch_micros(since)) // MINUTE_US
-        tail = [*cond, E.id > after, minute >= 1, minute <= minutes]
-        rows += tx.conn.execute(_from_events(tx, tail, since, bucket_seconds)).all()
-        since_edge = [*cond, E.occurred_at >= edge, E.occurred_at < until]
+        # Counted from the minute before `first`, as 1: SQLite divides towards zero.
+        origin = (p.first - 1) * MINUTE_US
+        minute = tx.dialect.bucket_index(E.occurred_at, origin, MINUTE_US).label("minute")
+        tail = [*cond, E.id > after, minute >= 1, minute <= p.end - p.first]
+        stmt = sa.select(minute, *event_counts()).where(*tail).group_by(minute)
+        minutes += ((p.first - 1 + int(m), *n) for m, *n in tx.conn.execute(stmt))
+        rows += (((m * MINUTE_US - s) // width, *n) for m, *n in minutes if m not in p.split)
     else:
         tx.dialect.group_by_hash(tx.conn)
-        since_edge = [*cond, E.occurred_at >= since, E.occurred_at < until]
-    rows += tx.conn.execute(_from_events(tx, since_edge, since, bucket_seconds)).all()
+    if p.ranges:
+        spans = (
+            sa.and_(E.occurred_at >= _instant(a), E.occurred_at < _instant(b)) for a, b in p.ranges
+        )
+        rows += tx.conn.execute(_from_events(tx, [*cond, sa.or_(*spans)], since, bucket_seconds))
     found: dict[int, list[int]] = {}
     for bucket, *counts in rows:
         into = found.setdefault(int(bucket), [0] * len(COUNT_NAMES))

@@ -113,8 +113,9 @@ class Attempt:
         self._in_slot = False  # this attempt holds one of the worker's slots
         self._called = False  # its handler was called
         self.returned = asyncio.Event()  # the handler is over (a plain one's thread too)
-        # Its outcome went out while its handler's thread runs on: the job may come back.
-        self.lingering = False
+        # The job is no longer this attempt's: its outcome is on its way (or it was stopped),
+        # so a claim may bring it back as a retry.
+        self.released = False
         self._after = after  # the end of an earlier attempt's handler at this job
 
     def stop(self, reason: str) -> None:
@@ -122,7 +123,7 @@ class Attempt:
         retryable failure (the worker stops)."""
         if self.stop_reason is None:
             self.stop_reason = reason
-        self.running.cancelled.set()
+        self.running.cancelled_event.set()
         if self._handler_task is not None:
             self._handler_task.cancel()
 
@@ -136,7 +137,7 @@ class Attempt:
                 # A plain handler past its timeout (or stopped) runs on in its thread: the
                 # outcome goes now, the slot stays taken until the thread returns.
                 overran = self._called and not self.returned.is_set()
-                self.lingering = overran
+                self.released = True
             finally:
                 if not overran:
                     self._over()
@@ -160,7 +161,9 @@ class Attempt:
                 await beats
 
     def _over(self) -> None:
-        """The handler is over: its slot is free for the next job."""
+        """The handler is over (or never started): its slot is free for the next job."""
+        if not self._called:
+            self.returned.set()
         if self._in_slot and self.slots is not None:
             self._in_slot = False
             self.slots.release()
@@ -196,7 +199,7 @@ class Attempt:
             result = await asyncio.shield(self._handler_task)
         except TimeoutError:
             self._handler_task.cancel()
-            self.running.cancelled.set()
+            self.running.cancelled_event.set()
             return Outcome(False, error=f"TimeoutError: the handler ran over {self.timeout:g}s")
         except asyncio.CancelledError:
             if self.stop_reason is None:  # the worker's own task was cancelled
@@ -311,6 +314,10 @@ class Attempt:
             self._log("lease lost", str(exc))
 
     def _log(self, verdict: str, detail: str = "") -> None:
+        """One line per outcome: `job 12 email FAILED, will retry (after 5.041s): why`, the
+        time being how long the attempt took, not when the retry comes."""
         elapsed = time.monotonic() - self.started
         suffix = f": {detail}" if detail else ""
-        log.info("job %s %s %s in %.3fs%s", self.job.id, self.job.type, verdict, elapsed, suffix)
+        log.info(
+            "job %s %s %s (after %.3fs)%s", self.job.id, self.job.type, verdict, elapsed, suffix
+        )

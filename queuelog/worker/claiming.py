@@ -196,7 +196,7 @@ class ClaimLoop:
         held = {a.job.id: a for a in self.running.values()}
         for job in jobs:
             before = held.get(job.id)
-            if before is not None and not before.lingering:  # a faulty server's repeat
+            if before is not None and not before.released:  # a faulty server's repeat
                 log.warning("job %s came in a claim while this worker holds it", job.id)
                 continue
             attempt = self.worker.attempt(self.client, self.acks, job, received, self, before)

@@ -25,11 +25,12 @@ _NOTHING: Any = object()
 
 @dataclass(eq=False)
 class RunningJob:
-    """The job a handler works on. `cancelled` is set when the job is cancelled, its lease
-    is lost, its handler timed out, or the worker stops: a sync handler should check it."""
+    """The job a handler works on. `cancelled` reads True once the job is cancelled, its
+    lease is lost, its handler timed out, or the worker stops: a sync handler should check
+    it (`if job.cancelled:`), or wait on it with `wait_cancelled(seconds)`."""
 
     job: Job
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled_event: threading.Event = field(default_factory=threading.Event)
     _reported: Any = _NOTHING
     _wake: Callable[[], None] | None = None
 
@@ -56,8 +57,19 @@ class RunningJob:
         if self._wake is not None:
             self._wake()
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether the handler should stop: the job was cancelled, its lease lost, its
+        handler timed out, or the worker is stopping."""
+        return self.cancelled_event.is_set()
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Block up to `timeout` seconds (None: for ever) until the handler should stop;
+        returns `cancelled`. For sync handlers that sleep between steps."""
+        return self.cancelled_event.wait(timeout)
+
     def raise_if_cancelled(self) -> None:
-        if self.cancelled.is_set():
+        if self.cancelled:
             raise JobCancelled(f"job {self.id} was cancelled")
 
     def take_progress(self) -> Any:

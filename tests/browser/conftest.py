@@ -20,7 +20,7 @@ document.addEventListener("securitypolicyviolation", (e) => {
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one Chromium per test process; a context per test
 async def browser() -> AsyncIterator[Browser]:
     async with async_playwright() as playwright:
         chromium = await playwright.chromium.launch(

@@ -146,6 +146,17 @@ async def test_a_refused_key_is_said_so_and_not_kept(watched: Watched, server: L
     await assert_clean(watched)
 
 
+async def test_a_key_pasted_as_its_header_value_signs_in(
+    watched: Watched, server: LiveServer
+) -> None:
+    """ "Bearer qlk_…", as copied from a curl command, is the key."""
+    viewer = server.create_key("VIEWER")
+    await sign_in(watched.page, server, f"  Bearer {viewer} ")
+    stored = await watched.page.evaluate("Object.values(sessionStorage)")
+    assert stored == [viewer]
+    await assert_clean(watched)
+
+
 async def test_a_key_revoked_while_signed_in_signs_the_page_out(
     watched: Watched, server: LiveServer
 ) -> None:

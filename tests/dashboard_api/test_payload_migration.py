@@ -15,7 +15,7 @@ from queuelog.storage.db import Database
 from queuelog.storage.filters import JobFilter
 from queuelog.storage.migrate import migrate
 from queuelog.storage.scope import EVERYTHING
-from tests.support import database_url
+from tests.templates import fresh_database
 
 _INSERT = (
     "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, producer,"
@@ -30,7 +30,7 @@ STORED = [
 
 
 def test_payloads_stored_before_0011_read_back_the_same(backend: str, tmp_path: Path) -> None:
-    with database_url(backend, tmp_path) as url:
+    with fresh_database(backend, tmp_path, migrated=False) as url:
         db = Database(url)
         try:
             migrate(db, "0010")

@@ -37,7 +37,8 @@ TRANSITIONS = (
 )
 SCOPES = (EVERYTHING, Scope(producer="p1"), Scope(producer="p3"), Scope(worker="w1"))
 # (since, until, bucket seconds): whole minutes (rollups and the edge after until's
-# minute) and not (every event).
+# minute), `since` off the minute (rollups for the minutes inside a bucket, events for the
+# rest), and buckets no minute fits in (every event).
 RANGES = (
     (at(0), at(600), 60),
     (at(60), at(420.5), 120),
@@ -46,6 +47,13 @@ RANGES = (
     (at(30), at(600), 60),
     (at(0), at(600), 90),
     (at(180), at(181), 60),
+    # `since` not on a whole minute: the rollups serve the minutes inside one bucket
+    (at(30), at(570.25), 120),
+    (at(12.5), at(600), 180),
+    (at(45), at(465), 90),
+    (at(0.000001), at(599), 300),
+    (at(30), at(90), 60),
+    (at(7), at(15), 1),
 )
 
 
@@ -151,3 +159,15 @@ def test_pruning_rollups_deletes_only_the_minutes_before_the_cutoff(services: Se
     while db.write_sync(rollups_sql.prune, at(420) + US, 3):
         pass
     assert db.read_sync(lambda tx: tx.conn.execute(kept).one()) == (3, first + 7)
+
+
+def test_the_rollups_serve_any_since_and_the_events_only_the_cut_minutes() -> None:
+    """A day of 30-minute buckets from a `since` off the minute counts event by event only
+    the 47 minutes its buckets' edges cut, and its two half minutes at the edges."""
+    day = throughput_sql.plan(EVERYTHING, at(30), at(30 + 86_400), 1800)
+    assert day.event_micros == 48 * 60_000_000
+    assert len(day.split) == 47 and day.end - day.first == 1439
+    whole = throughput_sql.plan(EVERYTHING, at(0), at(86_400), 60)
+    assert whole.event_micros == 0 and not whole.split
+    worker = throughput_sql.plan(Scope(worker="w1"), at(0), at(3_600), 60)
+    assert worker.event_micros == 3_600_000_000  # rollups keep no worker

@@ -17,6 +17,7 @@ from queuelog.runtime import open_services
 from queuelog.storage.db import Database
 from queuelog.storage.migrate import head_revision, migrate
 from tests.support import LiveServer
+from tests.templates import fresh_database
 
 
 async def test_health_and_readiness_need_no_key(live: tuple[LiveServer, str]) -> None:
@@ -56,7 +57,12 @@ async def _readiness(db: Database) -> tuple[int, dict[str, Any]]:
     return response.status_code, orjson.loads(bytes(response.body))
 
 
-async def test_not_ready_before_the_newest_migration(settings: Settings) -> None:
+async def test_not_ready_before_the_newest_migration(backend: str, tmp_path: Path) -> None:
+    with fresh_database(backend, tmp_path, migrated=False) as url:
+        await _ready_after_the_newest_migration(Settings(database_url=url))
+
+
+async def _ready_after_the_newest_migration(settings: Settings) -> None:
     s = open_services(settings)
     try:
         migrate(s.db, "0004")

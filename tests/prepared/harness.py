@@ -26,7 +26,7 @@ from queuelog.config import Settings
 from queuelog.edge.app import create_app
 from queuelog.edge.view import SpecGraphQL
 from queuelog.service.models import Priority, Role
-from tests.support import database_url
+from tests.templates import fresh_database
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 JSON = "application/json"
@@ -257,7 +257,7 @@ async def run_once(
     prepared: bool,
     **settings: Any,
 ) -> Run:
-    with database_url(backend, tmp_path) as url, monkeypatch.context() as m:
+    with fresh_database(backend, tmp_path) as url, monkeypatch.context() as m:
         async with _app(_settings(url, **settings)) as (app, client):
             schema = _view(app).schema
             assert isinstance(schema, QueuelogSchema)

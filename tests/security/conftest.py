@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from queuelog.config import Settings
-from tests.support import LiveServer, database_url, live_server
+from tests.support import LiveServer, live_server
+from tests.templates import fresh_database
 
 # The shared test servers raise these limits (tests/support.py); these servers use the
 # shipped defaults.
@@ -20,7 +21,7 @@ DEFAULT_LIMITS = {
 
 
 def start(tmp: Path, backend: str, **settings: object) -> Iterator[LiveServer]:
-    with database_url(backend, tmp) as url, live_server(url, tmp, **settings) as live:
+    with fresh_database(backend, tmp) as url, live_server(url, tmp, **settings) as live:
         yield live
 
 

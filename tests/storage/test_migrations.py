@@ -18,7 +18,7 @@ from queuelog.storage.scope import EVERYTHING, Scope
 from queuelog.storage.tables import job_events, jobs, metadata
 from queuelog.storage.tx import Tx
 from tests.storage.rows import at, claim, insert, job, table_counts
-from tests.support import database_url
+from tests.templates import fresh_database
 
 # -- migrations -------------------------------------------------------------------------------
 
@@ -99,7 +99,7 @@ def test_the_migrations_and_the_model_make_the_same_indexes(
     db: Database, backend: str, tmp_path: Path
 ) -> None:
     """`metadata.create_all` (tables.py) and the migrations agree on every index."""
-    with database_url(backend, tmp_path) as url:
+    with fresh_database(backend, tmp_path, migrated=False) as url:
         engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
         try:
             metadata.create_all(engine)
@@ -113,7 +113,7 @@ def test_the_migrations_and_the_model_make_the_same_indexes(
 
 def test_upgrading_from_0002_keeps_pending_jobs_claimable(backend: str, tmp_path: Path) -> None:
     """0003 rebuilds ix_jobs_claim by type under a database that holds jobs already."""
-    with database_url(backend, tmp_path) as url:
+    with fresh_database(backend, tmp_path, migrated=False) as url:
         db = Database(url)
         try:
             migrate(db, "0002")
@@ -144,7 +144,7 @@ def test_upgrading_from_0003_keeps_every_job_claimable_and_prunable(
     """0004 rebuilds the secondary indexes partial under a database that holds jobs already:
     pending jobs stay claimable, finished ones prunable, and no index but the claim index
     finds pending jobs on PostgreSQL."""
-    with database_url(backend, tmp_path) as url:
+    with fresh_database(backend, tmp_path, migrated=False) as url:
         db = Database(url)
         try:
             migrate(db, "0003")
@@ -166,7 +166,7 @@ def test_upgrading_from_0003_keeps_every_job_claimable_and_prunable(
 
 def test_upgrading_from_0004_counts_the_jobs_there_are(backend: str, tmp_path: Path) -> None:
     """0005 fills the job counts from the table; from then on every change keeps them."""
-    with database_url(backend, tmp_path) as url:
+    with fresh_database(backend, tmp_path, migrated=False) as url:
         db = Database(url)
         try:
             migrate(db, "0004")
@@ -209,7 +209,7 @@ def test_indexes_built_beforehand_as_the_deployment_guide_says_are_kept(
     upgrading: the migrations accept them, and the result is the model's indexes."""
     statements = _prebuilt_index_statements()
     assert len(statements) == 5, statements
-    with database_url(backend, tmp_path) as url:
+    with fresh_database(backend, tmp_path, migrated=False) as url:
         db = Database(url)
         try:
             migrate(db, "0005")
@@ -231,7 +231,7 @@ def test_indexes_built_beforehand_as_the_deployment_guide_says_are_kept(
                 assert migrated[name] == prebuilt[name]
         finally:
             db.close()
-    with database_url(backend, tmp_path) as url:
+    with fresh_database(backend, tmp_path, migrated=False) as url:
         engine = sa.create_engine(normalize_url(url), poolclass=sa.NullPool)
         try:
             metadata.create_all(engine)

@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-from queuelog.events import claims
 from queuelog.runtime import Services
 from tests.support import LiveServer
 
@@ -48,7 +47,8 @@ class CountedClaims:
         monkeypatch.setattr(services.service, "claim", self.claim)
         if not handoff:
             monkeypatch.setattr(services.service.standing, "take", lambda types: [])
-        monkeypatch.setattr(claims, "RECHECK_SECONDS", recheck)
+        every = services.service.settings.model_copy(update={"claim_recheck_seconds": recheck})
+        monkeypatch.setattr(services.service, "settings", every)
 
     @property
     def count(self) -> int:

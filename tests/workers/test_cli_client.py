@@ -1,22 +1,56 @@
-"""`queuelog enqueue` and `queuelog jobs …` against a live server, as a shell script uses them."""
+"""`queuelog enqueue` and `queuelog jobs …` against a live server, as a shell script uses them.
+
+The first command of each test runs as a process of its own (`python -m queuelog.cli`); the
+others run `queuelog.cli.main` in the test's process, with the same arguments, environment,
+output and exit status, as each process costs the whole import of the package."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 
+import pytest
+
+from queuelog import cli
 from tests.support import LiveServer
+
+_spawned: set[str] = set()
 
 
 def ql(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("QUEUELOG_")}
     full.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "queuelog.cli", *args],
-        env=full, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    test = os.environ.get("PYTEST_CURRENT_TEST", "")
+    if test not in _spawned:
+        _spawned.add(test)
+        return subprocess.run(
+            [sys.executable, "-m", "queuelog.cli", *args],
+            env=full, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    return _in_process(list(args), full)
+
+
+def _in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        pytest.MonkeyPatch.context() as m,
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        for name in [k for k in os.environ if k.startswith("QUEUELOG_")]:
+            m.delenv(name)
+        for name, value in env.items():
+            if name.startswith("QUEUELOG_"):
+                m.setenv(name, value)
+        try:
+            code = cli.main(args)
+        except SystemExit as exc:  # argparse's refusals
+            code = exc.code if isinstance(exc.code, int) else 2
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def test_enqueue_list_show_cancel_retry(server: LiveServer, job_type: str) -> None:

@@ -58,13 +58,33 @@ async def test_a_job_handed_over_several_times_runs_once() -> None:
         async def mine(j: RunningJob) -> str:
             nonlocal runs
             runs += 1
-            await until(lambda: script.claims_heard >= 2)
+            # the third claim goes once the second's answer (the repeat) was read
+            await until(lambda: script.claims_heard >= 3)
             return "ok"
 
         async with working(worker):
             await until(lambda: "7" in script.reports)
     assert runs == 1
     assert script.reports == {"7": {"result": "ok"}}
+
+
+async def test_a_job_handed_back_after_its_outcome_went_out_runs_again() -> None:
+    """A retry of a job whose report is on its way (carried by the very claim that brings
+    the job back) is no repeat: it runs again, after the first run."""
+    script = Script(claims=[claimed(job("3", "mine")), claimed(job("3", "mine"))])
+    runs = 0
+    with serving(scripted(script)) as url:
+        worker = Worker(url, "key", concurrency=1)
+
+        @worker.handler("mine")
+        async def mine(j: RunningJob) -> str:
+            nonlocal runs
+            runs += 1
+            return "ok"
+
+        async with working(worker):
+            await until(lambda: runs == 2 and script.claims_heard >= 3)
+    assert script.reports == {"3": {"result": "ok"}}
 
 
 async def test_a_lease_granted_already_over_does_not_make_heartbeats_spin() -> None:

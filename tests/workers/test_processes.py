@@ -101,10 +101,10 @@ def completions(job: dict[str, Any]) -> int:
     return sum(e["status"] == "COMPLETED" for e in job["events"])
 
 
-def test_two_workers_complete_2000_jobs_each_exactly_once(
+def test_two_workers_complete_600_jobs_each_exactly_once(
     server: LiveServer, workers: Workers, job_type: str
 ) -> None:
-    n = 2000
+    n = 600  # 16 handlers in two processes: every job's claim races the others' many times
     producer = server.create_key("PRODUCER", [job_type])
     worker_key = server.create_key("WORKER", [job_type])
     a = workers.start(worker_key, "--concurrency", "8")

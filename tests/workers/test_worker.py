@@ -111,7 +111,7 @@ async def test_cancelling_a_running_job_stops_its_handler(
         @worker.handler(job_type)
         def wait_sync(job: RunningJob) -> None:
             started.set()
-            if job.cancelled.wait(60):
+            if job.wait_cancelled(60):
                 stopped.set()
             job.raise_if_cancelled()
 

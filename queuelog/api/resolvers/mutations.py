@@ -31,7 +31,10 @@ from queuelog.api.types.queues import (
     BulkJobsPayload,
     JobFilter,
 )
-from queuelog.events.claims import claim_waiting
+from queuelog.auth.backend import bearer
+from queuelog.auth.permissions import unauthenticated
+from queuelog.events.claims import ClaimArgs, claim_for
+from queuelog.events.sessions import KeyRevoked
 from queuelog.service import filters, models
 from queuelog.service.errors import DomainError, NotFound
 from queuelog.service.models import Priority
@@ -68,7 +71,6 @@ async def _claim(
     info: Info, types: list[str] | None, lease_seconds: int | None, limit: int, wait: int | None
 ) -> list[models.Job]:
     ctx, actor = info.context, info.context.require_actor()
-    seconds = ctx.service.claim_wait(wait)
     request = ctx.request
 
     async def gone() -> None:
@@ -76,19 +78,39 @@ async def _claim(
         while (await request.receive())["type"] != "http.disconnect":
             pass
 
-    async def give_back(jobs: list[models.Job]) -> None:
-        await ctx.service.release(actor, [j.id for j in jobs])
+    try:
+        return await claim_for(
+            ctx.service,
+            ctx.feed,
+            ctx.job_types,
+            actor,
+            ClaimArgs(types, lease_seconds, limit, wait),
+            gone if isinstance(request, Request) else None,
+            _key_live(ctx),
+        )
+    except KeyRevoked as exc:
+        raise unauthenticated(str(exc)) from None
 
-    return await claim_waiting(
-        ctx.feed,
-        lambda: ctx.service.claim(actor, types, lease_seconds, limit),
-        ctx.service.usable_types(actor) if types is None else types,
-        seconds,
-        flow=ctx.job_types,
-        gone=gone if isinstance(request, Request) else None,
-        give_back=give_back,
-        offer=lambda: ctx.service.standing_claim(actor, types, lease_seconds, limit),
-    )
+
+def _key_live(ctx: Context) -> Callable[[], Awaitable[bool]]:
+    """Whether the request's key is live now, as a new request with it would find."""
+    session, keys = ctx.session, ctx.keys
+    if session is not None:  # a WebSocket connection's
+
+        async def confirmed() -> bool:
+            try:
+                await session.confirm()
+            except KeyRevoked:
+                return False
+            return True
+
+        return confirmed
+    token = bearer(ctx.request.headers.get("authorization")) or ""
+
+    async def verified() -> bool:
+        return await keys.verify(token) is not None
+
+    return verified
 
 
 async def claim_job(

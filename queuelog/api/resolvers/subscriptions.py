@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import contextmanager
 
 import strawberry
 from graphql import GraphQLError
@@ -14,6 +15,7 @@ from queuelog.auth.permissions import unauthenticated
 from queuelog.domain.codes import ErrorCode
 from queuelog.events.feed import CursorAhead, CursorExpired, Interest, KeyRevoked
 from queuelog.events.progress import progress_watch
+from queuelog.events.quota import TooManySubscriptions
 from queuelog.service import validation
 
 Info = strawberry.Info[Context, None]
@@ -24,6 +26,16 @@ def parse_cursor(after: str) -> int:
     if not (after.isascii() and after.isdigit() and len(after) <= CURSOR_DIGITS):
         raise bad_input("after is not an event cursor", ["after"])
     return int(after)
+
+
+@contextmanager
+def _held(ctx: Context, name: str) -> Iterator[None]:
+    """One of the key's subscriptions, within `QUEUELOG_MAX_SUBSCRIPTIONS_PER_KEY`."""
+    try:
+        with ctx.feed.per_key.held(name, ctx.service.settings.max_subscriptions_per_key):
+            yield
+    except TooManySubscriptions as exc:
+        raise GraphQLError(str(exc), extensions={"code": "TOO_MANY_SUBSCRIPTIONS"}) from None
 
 
 async def job_status_changed(
@@ -45,12 +57,13 @@ async def job_status_changed(
     )
     cursor = None if after is None else parse_cursor(after)
     try:
-        if ctx.session is not None:
-            await ctx.session.check()
-        if cursor is not None:
-            await ctx.feed.check_cursor(cursor)
-        async for event in ctx.feed.follow(cursor, interest, ctx.session):
-            yield JobEvent.of(event)
+        with _held(ctx, viewer.name):
+            if ctx.session is not None:
+                await ctx.session.check()
+            if cursor is not None:
+                await ctx.feed.check_cursor(cursor)
+            async for event in ctx.feed.follow(cursor, interest, ctx.session):
+                yield JobEvent.of(event)
     except CursorAhead as exc:
         raise bad_input(str(exc), ["after"]) from None
     except CursorExpired as exc:
@@ -73,16 +86,17 @@ async def job_progress(info: Info, job_id: strawberry.ID) -> AsyncGenerator[JobP
         return
     sent = None
     try:
-        async for row in progress_watch(ctx.feed).follow(parsed):
-            if ctx.session is not None:
-                await ctx.session.check()
-            if row is None or row.progress_at is None or row.progress_at == sent:
-                continue
-            job = await ctx.service.get(actor, parsed)
-            if job is None or job.progress_at is None:
-                return
-            sent = job.progress_at
-            yield JobProgress.of(job)
+        with _held(ctx, actor.name):
+            async for row in progress_watch(ctx.feed).follow(parsed, ctx.session):
+                if ctx.session is not None:
+                    await ctx.session.check()
+                if row is None or row.progress_at is None or row.progress_at == sent:
+                    continue
+                job = await ctx.service.get(actor, parsed)
+                if job is None or job.progress_at is None:
+                    return
+                sent = job.progress_at
+                yield JobProgress.of(job)
     except KeyRevoked as exc:
         ctx.actor = None
         raise unauthenticated(str(exc)) from None

@@ -108,7 +108,8 @@ class JobFilter:
         default=None,
         description=(
             "Jobs whose payload contains this JSON object, as PostgreSQL's jsonb @> reads it"
-            " (nested objects match by containment)."
+            " (nested objects match by containment). At most 4 KiB, 8 levels deep, 64 items"
+            " in an array and 256 values in all."
         ),
     )
 

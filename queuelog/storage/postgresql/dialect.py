@@ -12,15 +12,19 @@ counter rows are only ever locked in one order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from queuelog.domain.lifecycle import PENDING, RUNNING, Transition
+from queuelog.storage import deadline
 from queuelog.storage.dialect import (
     COLUMNS,
     EVENT_COLUMNS,
@@ -146,6 +150,22 @@ class PostgresDialect(Dialect):
         since = _EPOCH + timedelta(microseconds=since_us)
         seconds = sa.func.date_part("epoch", column - sa.literal(since, UTCDateTime))
         return sa.cast(sa.func.floor(seconds / (width_us / 1_000_000)), sa.BigInteger)
+
+    @contextlib.contextmanager
+    def deadline(self, conn: sa.Connection, until: float | None) -> Iterator[None]:
+        # statement_timeout: the server cancels a statement at it, whatever the client
+        # does meanwhile (SET takes no snapshot: SNAPSHOT may still follow).
+        if until is None:
+            yield
+            return
+        ms = math.ceil(deadline.left(until) * 1000)
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
+        try:
+            yield
+        except sa.exc.OperationalError as exc:
+            if isinstance(exc.orig, psycopg.errors.QueryCanceled):
+                raise deadline.DeadlinePassed from exc
+            raise
 
     def snapshot(self, conn: sa.Connection) -> None:
         conn.execute(self.SNAPSHOT)

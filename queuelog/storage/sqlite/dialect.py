@@ -9,11 +9,14 @@ their indexes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import operator
 import re
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
 from queuelog.domain.lifecycle import PENDING, RUNNING, Transition
+from queuelog.storage import deadline
 from queuelog.storage.dialect import (
     COLUMNS,
     EVENT_COLUMNS,
@@ -52,6 +56,10 @@ _DUE = (
 # (as a condition beside `type = ?`, SQLite would test it on every row of the range).
 _FREE_TYPE = f"(SELECT ? WHERE {free_type_sql('?')})"
 
+# How often, in virtual machine steps, a read with a deadline looks at the clock: rarely
+# enough to cost nothing noticeable, often enough to stop within milliseconds.
+PROGRESS_STEPS = 10_000
+
 # The SQL function `payload_contains` calls; each connection registers it (`storage.engines`).
 JSON_CONTAINS = "queuelog_json_contains"  # the name `payload_contains` spells
 
@@ -71,10 +79,22 @@ def _scalars(wanted: dict[str, Any], path: str = "$") -> Iterator[tuple[str, Any
             yield f"{path}.{key}", value
 
 
+class _Reading(threading.local):
+    until: float | None = None  # the deadline of the read this thread runs (`deadline`)
+
+
+_reading = _Reading()
+
+
 def json_contains_text(value: str | None, wanted: str | None) -> int | None:
-    """`JSON_CONTAINS(value, wanted)`: 1 when JSON text `value` contains JSON text `wanted`."""
+    """`JSON_CONTAINS(value, wanted)`: 1 when JSON text `value` contains JSON text `wanted`.
+    Past the deadline of the read calling it, it raises: the statement stops there (the
+    progress handler counts SQLite's own steps, and a row's test is one step)."""
     if value is None or wanted is None:
         return None
+    until = _reading.until
+    if until is not None and time.monotonic() > until:
+        raise deadline.DeadlinePassed
     try:
         return int(json_contains(orjson.loads(value), orjson.loads(wanted)))
     except orjson.JSONDecodeError:
@@ -169,6 +189,28 @@ class SQLiteDialect(Dialect):
             sa.func.json_extract(column, path) == v for path, v in _scalars(json.loads(wanted))
         ]
         return sa.and_(*found, contains == 1)
+
+    @contextlib.contextmanager
+    def deadline(self, conn: sa.Connection, until: float | None) -> Iterator[None]:
+        # A progress handler that answers true interrupts the statement running; the
+        # payload test, a Python function, looks at the deadline itself.
+        if until is None:
+            yield
+            return
+        deadline.left(until)
+        raw: Any = conn.connection.driver_connection
+        raw.set_progress_handler(lambda: time.monotonic() > until, PROGRESS_STEPS)
+        _reading.until = until
+        try:
+            yield
+        except sa.exc.OperationalError as exc:
+            # "interrupted" (the handler), or "user-defined function raised exception"
+            if time.monotonic() > until:
+                raise deadline.DeadlinePassed from exc
+            raise
+        finally:
+            _reading.until = None
+            raw.set_progress_handler(None, 0)
 
     def claim_params(
         self,

@@ -33,7 +33,8 @@ function signInPage(problem) {
   const form = h("form", {class: "signin", onsubmit: async (event) => {
     event.preventDefault();
     button.disabled = true;
-    const key = input.value.trim();
+    // A key pasted as the header's value ("Bearer qlk_…") is the same key.
+    const key = input.value.trim().replace(/^bearer\s+/i, "");
     try {
       await start(key);
     } catch (e) {
