@@ -1,11 +1,12 @@
 """Prometheus metrics, served at GET /metrics in the text format.
 
-Two kinds: the job gauges `queuelog_jobs{type,status}` and `queuelog_job_type_paused{type}`
-are the database's, read at each scrape, so every replica reports the same numbers;
-everything else is this process's own (jobs it enqueued, claimed, settled; GraphQL
-requests it answered; subscriptions it holds). When several processes serve
-(PROMETHEUS_MULTIPROC_DIR set before start, as prometheus_client's multiprocess mode
-asks), a scrape of any of them sums every process's.
+Two kinds: the job gauges `queuelog_jobs{type,status}` and `queuelog_job_type_paused{type}`,
+and `queuelog_event_feed_lag_seconds` (`events.lag`), are the database's, read at each
+scrape, so every replica reports the same numbers; everything else is this process's own
+(jobs it enqueued, claimed, settled; GraphQL requests it answered; subscriptions it
+holds). When several processes serve (PROMETHEUS_MULTIPROC_DIR set before start, as
+prometheus_client's multiprocess mode asks), a scrape of any of them sums every
+process's.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from queuelog.runtime import Services
 from queuelog.service.models import Job
 from queuelog.service.observer import Expired, JobObserver
 from queuelog.storage import counts as counts_sql
+from queuelog.storage import events as events_sql
 from queuelog.storage import job_types as types_sql
 from queuelog.storage.tx import Tx
 
@@ -181,12 +183,13 @@ class Scraped(NamedTuple):
 
     counts: list[tuple[str, str, int]]
     paused: frozenset[str]
+    feed_lag: float = 0.0
 
 
 def read_scraped(tx: Tx, job_types: Sequence[str]) -> Scraped:
     states = types_sql.states(tx, job_types)
     paused = frozenset(name for name, state in states.items() if state.paused)
-    return Scraped(counts_sql.by_type_and_status(tx), paused)
+    return Scraped(counts_sql.by_type_and_status(tx), paused, events_sql.lag(tx))
 
 
 class _JobGauges(Collector):
@@ -197,6 +200,7 @@ class _JobGauges(Collector):
     def __init__(self, scraped: Scraped, job_types: Sequence[str]) -> None:
         self.counts = scraped.counts
         self.paused = scraped.paused
+        self.feed_lag = scraped.feed_lag
         self.job_types = job_types
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -217,6 +221,12 @@ class _JobGauges(Collector):
         for job_type in sorted(self.job_types):
             paused.add_metric([job_type], 1 if job_type in self.paused else 0)
         yield paused
+        yield GaugeMetricFamily(
+            "queuelog_event_feed_lag_seconds",
+            "How long the change feed's readers may be held back: the age of the oldest"
+            " transaction still appending events (the database's; 0 with one writer)",
+            value=self.feed_lag,
+        )
 
 
 def render(scraped: Scraped, job_types: Sequence[str]) -> bytes:

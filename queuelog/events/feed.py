@@ -5,6 +5,9 @@ event after its own cursor: from the window while its cursor is inside it, else 
 table. Nobody holds a per-subscriber queue, so a slow subscriber costs no memory and never
 blocks anyone, and a reconnecting one resumes from its cursor with no gap and no duplicate.
 
+On PostgreSQL events commit out of id order: the reader reads only up to the feed's
+horizon (`events.readable`), so every subscriber still sees each event once, in id order.
+
 The reader wakes on local commits, on PostgreSQL's NOTIFY (another process committed), and
 every `poll_interval` seconds (SQLite across processes; PostgreSQL when NOTIFY is lost).
 
@@ -74,14 +77,21 @@ class Interest:
 
 
 def _batch(tx: Tx, cursor: int, upto: int | None, filters: dict[str, Any]) -> tuple[list[Any], int]:
-    """Events after `cursor`, then the pruned-through watermark: read in this order, a
-    deletion that removed one of the events before we read them shows in the watermark."""
+    """Events after `cursor` (up to `upto`, else to the feed's horizon), then the
+    pruned-through watermark: read in this order, a deletion that removed one of the
+    events before we read them shows in the watermark."""
+    if upto is None:
+        upto = events_sql.readable(tx)  # first: the reads after it see below it all
     rows = events_sql.after(tx, cursor, READ_BATCH, upto=upto, **filters)
     return rows, events_sql.pruned_through(tx)
 
 
 def _bounds(tx: Tx) -> tuple[int, int]:
     return events_sql.head(tx), events_sql.pruned_through(tx)
+
+
+def _newest(tx: Tx) -> tuple[int, int]:
+    return events_sql.newest_drawn(tx), events_sql.pruned_through(tx)
 
 
 def _expired(cursor: int) -> str:
@@ -263,7 +273,9 @@ class EventFeed:
     async def check_cursor(self, cursor: int) -> None:
         """Refuse a cursor below the retention watermark, or newer than every event (it
         would silently skip what comes)."""
-        head, pruned = await self.db.read(_bounds)
+        # A cursor another replica handed out may lie past this one's horizon: it is
+        # ahead only past every event committed.
+        head, pruned = await self.db.read(_newest)
         if cursor > max(head, self.head, pruned):
             raise CursorAhead(f"cursor {cursor} is newer than every event")
         self.pruned_through = max(self.pruned_through, pruned)

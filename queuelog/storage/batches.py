@@ -51,10 +51,10 @@ Outcome = tuple[bool, Any]  # (True, a write's result) or (False, the error it r
 def run_calls(tx: Tx, calls: list[Call]) -> list[Outcome]:
     """Each call's outcome, in order. The `Rows` run last, those of one function as one call
     over all their rows: concurrent inserts become one statement, and on PostgreSQL, where
-    that statement takes the event-order lock (held until COMMIT), the other writes of the
-    transaction run before it, not under it. (The writes of one batch were queued
-    concurrently: no caller can tell the order they ran in.) They run with `tx.closing`
-    set, so a `Rows` function must take no lock but the event-order lock
+    that statement appends their events and locks job counter rows (held until COMMIT),
+    the other writes of the transaction run before it, not after it. (The writes of one
+    batch were queued concurrently: no caller can tell the order they ran in.) They run
+    with `tx.closing` set, so a `Rows` function must take no lock but the counter rows
     (docs/design.md, "Lock order").
 
     With more than one call, a call that raises costs only itself: it is undone to its own

@@ -3,11 +3,11 @@
 Counting the jobs table costs a scan of every matching row; these counters answer the same
 in a few rows. They change in the transaction that changes the
 jobs, so every snapshot sees them agree: each status change appends an event, and the
-statement that appends a transaction's events also applies their deltas (on PostgreSQL
-under the event-order lock, so the counter rows are only ever locked in one order; on
-SQLite there is one writer); `jobs.prune` subtracts what it deletes, in the same statement
-(`Tx.deltas`). The counters carry no
-worker: a worker's view (the jobs it holds or last held) is still counted from the table.
+statement that appends a transaction's events also applies their deltas, in one order
+(on PostgreSQL into the counter shard of the writer's connection, the last locks its
+transaction takes; on SQLite there is one writer); `jobs.prune` subtracts what it
+deletes, in the same statement (`Tx.deltas`). The counters carry no worker: a worker's
+view (the jobs it holds or last held) is still counted from the table.
 """
 
 from __future__ import annotations

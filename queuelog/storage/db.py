@@ -165,8 +165,8 @@ class Database:
     async def write(self, fn: Callable[Concatenate[Tx, P], T], *a: P.args, **k: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
         # Group commit: a writer thread runs every write queued meanwhile in one
-        # transaction, so concurrent writers share one commit (one fsync; on PostgreSQL one
-        # turn of the event-order lock) and one thread hop. SQLite has one writer thread;
+        # transaction, so concurrent writers share one commit (one fsync) and one thread
+        # hop. SQLite has one writer thread;
         # PostgreSQL a primary and its helpers (PG_WRITERS).
         future: asyncio.Future[T] = loop.create_future()
         self._submit((lambda tx: fn(tx, *a, **k), future, loop))

@@ -253,8 +253,21 @@ class Dialect:
         """Have this read transaction's statements all see one snapshot (SQLite's do;
         call before the transaction's first query)."""
 
-    def lock_event_order(self, conn: sa.Connection) -> None:
-        """Hold the event-order lock until this transaction ends."""
+    def event_horizon(self, conn: sa.Connection) -> int | None:
+        """The newest event id at or below which every event this transaction's later
+        statements see is every event there will ever be (None: every committed event,
+        as with SQLite's one writer, whose events commit in id order). Call before those
+        statements."""
+        return None
+
+    def event_lag(self, conn: sa.Connection) -> float:
+        """How long the feed's readers may be held back: the age in seconds of the oldest
+        transaction still appending events (0 with one writer)."""
+        return 0.0
+
+    def lock_counts(self, conn: sa.Connection) -> None:
+        """Hold every job counter, against writers, until this transaction ends (SQLite's
+        one writer needs nothing)."""
 
     def lock_migrations(self, conn: sa.Connection) -> None:
         """Let one process at a time migrate."""

@@ -184,7 +184,7 @@ def expired_leases(tx: Tx, now: datetime, limit: int) -> list[JobRow]:
 
 def insert_events(tx: Tx, rows: Sequence[EventRow]) -> str | None:
     """Append events in one statement (per SQLite's variable limit); ids ascend in order;
-    and apply their job-count deltas. On PostgreSQL, both in one statement under the
-    event-order lock; it returns the transaction's id. The transaction's other count
-    changes (`Tx.deltas`) go in with them."""
+    and apply their job-count deltas. On PostgreSQL, both in one statement after the
+    transaction's mark (`storage.events`); it returns the transaction's id. The
+    transaction's other count changes (`Tx.deltas`) go in with them."""
     return tx.dialect.insert_events(tx, rows, counts.deltas(rows, tx.deltas))

@@ -1,4 +1,9 @@
-"""Reads of the append-only `job_events` feed (rows are appended by `Database.write`)."""
+"""Reads of the append-only `job_events` feed (rows are appended by `Database.write`).
+
+On PostgreSQL events commit out of id order (writers take no common lock): a read that
+follows the feed by id reads only up to its horizon (`readable`), at or below which no
+event will commit any more, so it never passes an id that a running transaction still
+holds. A long write transaction holds readers back, never writers."""
 
 from __future__ import annotations
 
@@ -50,8 +55,30 @@ def after(
     return list(tx.conn.execute(stmt).all())
 
 
+def readable(tx: Tx) -> int | None:
+    """The feed's horizon: the newest id at or below which this transaction's later
+    statements see every event there will ever be (None: every event they see). Call
+    first in a read (`Dialect.event_horizon`)."""
+    return tx.dialect.event_horizon(tx.conn)
+
+
 def head(tx: Tx) -> int:
-    """The newest event id (0 when there is none)."""
+    """The newest event id a reader may follow from, the feed's horizon (0 when there is
+    no event)."""
+    horizon = readable(tx)
+    newest = newest_drawn(tx)
+    return newest if horizon is None else min(newest, horizon)
+
+
+def lag(tx: Tx) -> float:
+    """How long readers may be held below the newest events: the age in seconds of the
+    oldest transaction still appending events (0 with one writer)."""
+    return tx.dialect.event_lag(tx.conn)
+
+
+def newest_drawn(tx: Tx) -> int:
+    """The newest committed event id, whether or not readers may follow to it yet (0 when
+    there is none)."""
     return int(tx.conn.execute(sa.select(sa.func.coalesce(sa.func.max(E.id), 0))).scalar_one())
 
 

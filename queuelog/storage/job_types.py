@@ -144,7 +144,7 @@ def upsert(tx: Tx, name: str, values: Mapping[str, Any]) -> TypeState:
     """Set `values` on the type's row, creating it (unpaused, unlimited) if it has none.
 
     It waits for the row only in the lock order (see `claim_limited`): a transaction that
-    holds a later type's row, or the event-order lock, takes it only if it is free (NOWAIT),
+    holds a later type's row, or has appended its events, takes it only if it is free (NOWAIT),
     else fails, and the writer runs this write again in a transaction of its own."""
     if tx.appended or any(held > name for held in _held(tx)):
         tx.conn.execute(sa.select(T.name).where(T.name == name).with_for_update(nowait=True))
@@ -220,11 +220,12 @@ def claim_limited(
 
     Why no deadlock (the lock order, docs/design.md "Lock order"): a transaction (a group
     commit runs several claims in one) waits for a type's row only if every type row it
-    holds sorts before that one, and only while it does not hold the event-order lock (on
-    PostgreSQL the last lock a transaction takes: its claim events are appended at the end,
-    after this row lock); else it takes the row only if it is free (SKIP LOCKED) and, if
-    not, claims nothing of the type this time. Waits then only ever go from lower names to
-    higher ones, and from row locks to the event-order lock, so they cannot form a cycle."""
+    holds sorts before that one, and only while it has not appended its events (on
+    PostgreSQL the append locks the job counter rows, the last locks a transaction takes:
+    its claim events are appended at the end, after this row lock); else it takes the row
+    only if it is free (SKIP LOCKED) and, if not, claims nothing of the type this time.
+    Waits then only ever go from lower names to higher ones, and from row locks to counter
+    rows, so they cannot form a cycle."""
     may_wait = not tx.appended and all(held < name for held in _held(tx))
     lock = (
         sa.select(job_types)

@@ -262,8 +262,9 @@ def counts(tx: Tx, *, scope: Scope, job_type: str | None) -> dict[str, int]:
 def recount(tx: Tx) -> int:
     """Set every job count from the jobs table (after jobs changed without counting: a
     replica of an earlier version, or SQL by hand); how many jobs there are. On PostgreSQL
-    under the event-order lock, which every counting write takes, so none is lost."""
-    tx.dialect.lock_event_order(tx.conn)
+    the counters' table is locked first: a writer's count changes wait for this
+    transaction's commit and then go in on top of it, so none is lost."""
+    tx.dialect.lock_counts(tx.conn)
     tx.conn.execute(job_counts.delete())
     by_key = sa.select(J.type, J.producer, J.status, sa.func.count()).group_by(
         J.type, J.producer, J.status
@@ -298,7 +299,7 @@ def prune(tx: Tx, status: str, finished_before: datetime, limit: int) -> int:
     if gone:  # ON DELETE CASCADE does this too; say it for connections without FKs
         tx.conn.execute(job_events.delete().where(job_events.c.job_id.in_([r.id for r in gone])))
         by_key = collections.Counter((r.type, r.producer) for r in gone)
-        # Counted at the end, under the event-order lock, as every count change is.
+        # Counted at the end, with the events, as every count change is.
         tx.deltas.extend((t, p, status, -n) for (t, p), n in sorted(by_key.items()))
     return len(gone)
 

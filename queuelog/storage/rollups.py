@@ -2,9 +2,9 @@
 
 Each run counts the events after the watermark, up to the feed's head and at most `batch`
 ids further, by minute, type and producer (`storage.throughput`'s classification), adds the
-counts into the table and moves the watermark, in one transaction. Events become visible in
-id order (PostgreSQL's event-order lock, SQLite's one writer), so no event at or below the
-head can commit later and be skipped. The watermark row is locked first: on PostgreSQL one
+counts into the table and moves the watermark, in one transaction. The head is the feed's
+horizon (`events.head`; SQLite's one writer commits in id order), so no event at or below
+it can commit later and be skipped. The watermark row is locked first: on PostgreSQL one
 replica at a time rolls up, and the next one sees where it stopped. A run whose watermark
 another holds skips its turn rather than wait (SKIP LOCKED): it runs in a group commit,
 beside claims holding type rows, and a wait here would break the lock order

@@ -194,13 +194,16 @@ job_events = sa.Table(
 
 # How many jobs there are of each type, producer and status, kept in the transaction of
 # every change (from its events) and of every prune: `queueStats` and page totals read
-# these few rows instead of counting a table of millions (`storage.counts`).
+# these few rows instead of counting a table of millions (`storage.counts`). Each count is
+# the sum of its shards: a PostgreSQL writer adds to its connection's shard, so writers do
+# not queue on one row (migration 0013).
 job_counts = sa.Table(
     "job_counts",
     metadata,
     sa.Column("job_type", sa.String(64), primary_key=True),
     sa.Column("producer", sa.String(128), primary_key=True),
     sa.Column("status", sa.String(16), primary_key=True),
+    sa.Column("shard", sa.SmallInteger, primary_key=True, server_default="0"),
     sa.Column("n", sa.BigInteger, nullable=False),
 )
 

@@ -4,6 +4,7 @@ only an admin key (or QUEUELOG_METRICS_PUBLIC) may read them."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
 from queuelog.runtime import Services
+from queuelog.storage.postgresql.dialect import MARKS
 from queuelog.storage.tables import jobs
 from tests.support import LiveServer
 
@@ -234,3 +236,21 @@ def test_multiprocess_mode_sums_every_process(tmp_path: Path, db_url: str) -> No
     }
     assert value(samples, "queuelog_jobs_enqueued_total", type="email") == 2
     assert value(samples, "queuelog_jobs", type="email", status="pending") == 2
+
+
+async def test_the_feed_lag_is_the_age_of_the_oldest_transaction_appending_events(
+    live: tuple[LiveServer, str], services: Services
+) -> None:
+    """While a transaction holds its mark (it is appending events), the feed's readers
+    wait for it: the gauge shows its age; once it ends, 0. SQLite's one writer: always 0."""
+    server, key = live
+    lag = "queuelog_event_feed_lag_seconds"
+    assert value(await scrape(server, key), lag) == 0.0
+    if services.db.sql.name != "postgresql":
+        return
+    with services.db.writer.connect() as conn:
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock_shared({MARKS} + 1)")
+        await asyncio.sleep(0.2)
+        assert value(await scrape(server, key), lag) >= 0.2
+        conn.rollback()
+    assert value(await scrape(server, key), lag) == 0.0

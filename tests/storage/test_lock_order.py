@@ -1,7 +1,9 @@
 """The lock order on PostgreSQL (docs/design.md, "Lock order"): row locks first, job-type
-rows in name order, the event-order advisory lock last. A replay, on two connections, of
-the inversion that deadlocked: an enqueue that claims for a waiting worker in its own
-transaction (insert, then a limited claim) against a limited claim that appends its events.
+rows in name order, the job counter rows last (taken by the append of a transaction's
+events). A replay, on two connections, of the inversion that once deadlocked: an enqueue
+that claims for a waiting worker in its own transaction (insert, then a limited claim)
+against a limited claim that appends its events; and two appends that do not wait for
+each other, with the feed's horizon held below the one still running.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ import pytest
 import sqlalchemy as sa
 
 from queuelog.storage import driver
+from queuelog.storage import events as events_sql
 from queuelog.storage import job_types as types_sql
 from queuelog.storage import jobs as jobs_sql
 from queuelog.storage.db import Database
-from queuelog.storage.postgresql.dialect import EVENT_LOCK_KEY
 from queuelog.storage.tx import Tx
 from tests.storage.rows import T0, events_of, insert, job
 
@@ -103,48 +105,57 @@ def test_enqueue_then_limited_claim_against_a_claim_appending_its_events(db: Dat
     assert events_of(db, new.id) == [(None, "pending"), ("pending", "running")]
 
 
-def test_the_old_order_deadlocks(db: Database) -> None:
-    """The control: the same two transactions with A taking the event-order lock before
-    the row lock, as the insert used to. PostgreSQL ends one of them for a deadlock, so the
-    replay above does reach the inversion it guards against."""
-    db.write_sync(types_sql.upsert, "email", {"max_running": 5, "updated_at": T0})
-    insert(db, job(type="email"))
-    with ExitStack() as stack:
-        a, _, pid_a = _connection(stack, db)
-        b, tx_b, _ = _connection(stack, db)
-        assert len(_claim(tx_b)) == 1
-        a.exec_driver_sql(f"SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY})")
-        a_locks = _InThread(
-            lambda: a.exec_driver_sql("SELECT 1 FROM job_types WHERE name = 'email' FOR UPDATE")
+def _appending(stack: ExitStack, db: Database) -> tuple[sa.Connection, Tx, int]:
+    """A transaction that has inserted a job and appended its creation event, uncommitted."""
+    conn, tx, _ = _connection(stack, db)
+    tx.closing = True  # an insert run last appends its events in the same statement
+    (row,) = jobs_sql.insert(tx, [job(type="email")])
+    assert tx.appended
+    return conn, tx, row.id
+
+
+def _first_event(db: Database, job_id: int) -> int:
+    with db.reader.connect() as conn:
+        found = conn.execute(
+            sa.text("SELECT min(id) FROM job_events WHERE job_id = :j"), {"j": job_id}
         )
-        _waiting_for_a_lock(db, pid_a)
-        errors: list[BaseException] = []
-        try:
-            driver.insert_events(tx_b, tx_b.events)
-        except psycopg.errors.DeadlockDetected as exc:
-            errors.append(exc)
-            b.rollback()
-        try:
-            a_locks.result()
-        except sa.exc.OperationalError as exc:
-            errors.append(exc)
-        assert len(errors) == 1  # one was the victim; the other went on
-        a.rollback()
-        b.rollback()
+        return int(found.scalar_one())
 
 
-def test_a_transaction_holding_the_event_order_lock_never_waits_for_a_type_row(
+def _head(db: Database) -> int:
+    return db.read_sync(events_sql.head)
+
+
+def test_appends_do_not_wait_for_each_other_and_the_feed_waits_for_the_oldest(
     db: Database,
 ) -> None:
-    """Belt and braces: a limited claim in a transaction that already holds the event-order
-    lock skips a type whose row another transaction holds, rather than wait for it."""
+    """Two transactions append events at once: neither waits for the other (no
+    cluster-wide lock). The feed's head stays below the uncommitted transaction's event
+    even after a later one commits, and passes it once it commits."""
+    with ExitStack() as stack:
+        a, _, job_a = _appending(stack, db)
+        b, _, job_b = _appending(stack, db)  # would wait here for a common lock
+        b.commit()
+        event_b = _first_event(db, job_b)
+        head = _head(db)
+        assert head < event_b  # A's event, drawn first, may still commit
+        a.commit()
+        assert _head(db) >= max(event_b, _first_event(db, job_a))
+
+
+def test_a_transaction_that_appended_its_events_never_waits_for_a_type_row(
+    db: Database,
+) -> None:
+    """Belt and braces: a limited claim in a transaction that already appended its events
+    (and holds counter rows) skips a type whose row another transaction holds, rather than
+    wait for it."""
     db.write_sync(types_sql.upsert, "email", {"max_running": 5, "updated_at": T0})
     insert(db, job(type="email"))
     with ExitStack() as stack:
         a, tx_a, _ = _connection(stack, db)
         b, tx_b, _ = _connection(stack, db)
         assert len(_claim(tx_b)) == 1  # B holds email's row
-        tx_a.closing = True  # an insert run last: it appends its events, under the lock
+        tx_a.closing = True  # an insert run last: it appends its events
         jobs_sql.insert(tx_a, [job(type="email")])
         assert tx_a.appended
         assert _claim(tx_a) == []  # skipped, not waited for

@@ -37,22 +37,26 @@ def _libpq(db: Database) -> str:
     return db.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-def test_event_ids_become_visible_in_id_order(pg_db: Database) -> None:
-    """The feed tails events by id: an id must never become visible after a greater one
-    has. Two databases (two processes' worth of writer threads) write at once while a
-    reader checks that no id appears below one it has already seen."""
+def test_no_event_at_or_below_the_feed_s_horizon_becomes_visible_later(pg_db: Database) -> None:
+    """The feed tails events by id up to its horizon: an id at or below a horizon once read
+    must never become visible after it. Two databases (two processes' worth of writer
+    threads) write at once, with no common lock, while a reader reads the horizon, then
+    the ids, and checks that no id appears at or below the horizon it read before."""
     other = Database(str(pg_db.url))
     done = threading.Event()
     late: list[int] = []
 
     def watch() -> None:
         seen: set[int] = set()
-        with psycopg.connect(_libpq(pg_db), autocommit=True) as conn:
-            while not done.is_set():
-                ids = {r[0] for r in conn.execute("SELECT id FROM job_events")}
-                top = max(seen, default=0)
-                late.extend(i for i in ids - seen if i < top)
-                seen = ids
+        horizon = 0
+        while not done.is_set():
+            with pg_db.reader.connect() as conn:
+                now = pg_db.sql.event_horizon(conn)
+                ids = {r[0] for r in conn.exec_driver_sql("SELECT id FROM job_events")}
+                conn.rollback()
+            assert now is not None
+            late.extend(i for i in ids - seen if i <= horizon)
+            seen, horizon = ids, now
 
     def write(db: Database) -> None:
         for _ in range(150):

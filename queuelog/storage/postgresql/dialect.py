@@ -1,13 +1,15 @@
 """PostgreSQL: its hot statements and its driver's ways.
 
 Rows to insert go in as one JSON parameter, so a statement's text stays the same whatever the
-batch size (psycopg caches its parse) and is dumped in C. Event rows must become visible in
-id order, so that a reader tailing the feed by id never skips a row committed late: every
-statement that appends events first takes a transaction-scoped advisory lock (the
-event-order lock), held until commit, and queues the NOTIFY sent at commit. It is the last
-lock a transaction takes (docs/design.md, "Lock order"): its holder waits for nothing
-more, so it closes no cycle of waits. Job-count deltas go in under the same lock, so
-counter rows are only ever locked in one order.
+batch size (psycopg caches its parse) and is dumped in C. Writers take no cluster-wide lock:
+event ids are drawn in many transactions at once and become visible in commit order, not
+id order. So that a reader tailing the feed by id never skips a row committed late, every
+statement that appends events first marks its transaction with the lowest id it may draw
+(a shared, transaction-scoped advisory lock whose key carries the id: `_MARK`), and a
+reader reads only up to the feed's horizon (`event_horizon`): below every marked
+transaction's id and the ids drawn so far. The statement also queues the NOTIFY sent at
+commit. Job-count deltas go into the counter shard of the writer's connection, in one
+order (docs/design.md, "Lock order").
 """
 
 from __future__ import annotations
@@ -45,11 +47,37 @@ def _pg(text: str) -> str:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-EVENT_LOCK_KEY = 0x71_6C_65_76  # "qlev"
+EVENT_LOCK_KEY = 0x71_6C_65_76  # "qlev": the event-order lock of earlier versions
 MIGRATION_LOCK_KEY = 7170001
-_LOCK_AND_NOTIFY = f"pg_advisory_xact_lock({EVENT_LOCK_KEY}), pg_notify('{NOTIFY_CHANNEL}', '')"
+# A mark's key is MARKS + the lowest event id its transaction may draw: pg_locks shows it
+# as classid (MARKS >> 32) + (id >> 32) and objid (the id's low 32 bits); ids < 2**48.
+MARKS = 0x716C << 48
+_MARKS_HIGH = MARKS >> 32
+EVENT_SEQUENCE = "job_events_id_seq"
+_NEXT_ID = (
+    f"(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM {EVENT_SEQUENCE})"
+)
+# Shared: marks never wait for each other, even two with one key.
+_MARK = f"pg_advisory_xact_lock_shared({MARKS} + {_NEXT_ID})"
+_LOCK_AND_NOTIFY = f"{_MARK}, pg_notify('{NOTIFY_CHANNEL}', '')"
+# The newest id drawn so far (every id drawn later is greater).
+_DRAWN = f"SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {EVENT_SEQUENCE}"
+_MARKED = (
+    " FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    f" AND l.classid::bigint >= {_MARKS_HIGH} AND l.classid::bigint < {_MARKS_HIGH + (1 << 16)}"
+)
+# The lowest id a running transaction may yet commit.
+_LOWEST_MARK = f"SELECT min(((l.classid::bigint - {_MARKS_HIGH}) << 32) + l.objid::bigint){_MARKED}"
+# How long the oldest transaction still appending events has run (the feed's lag bound).
+_OLDEST_MARK = (
+    "SELECT coalesce(extract(epoch FROM max(clock_timestamp() - a.xact_start)), 0)"
+    f"{_MARKED.replace('FROM pg_locks l', 'FROM pg_locks l JOIN pg_stat_activity a USING (pid)')}"
+)  # A writer adds to the counter shard of its connection (`tables.job_counts`).
+COUNT_SHARDS = 16
+_SHARD = f"mod(pg_backend_pid(), {COUNT_SHARDS})"
 _ADD_COUNTS = (
-    " ON CONFLICT (job_type, producer, status) DO UPDATE SET n = job_counts.n + EXCLUDED.n"
+    " ON CONFLICT (job_type, producer, status, shard) DO UPDATE SET n = job_counts.n + EXCLUDED.n"
 )
 _SET_CLAIMED = (
     f"UPDATE jobs SET status = '{RUNNING}', worker_id = ?, claimed_at = ?, updated_at = ?,"
@@ -104,14 +132,14 @@ class PostgresDialect(Dialect):
         f"SELECT {COLUMNS} FROM jobs WHERE status = '{RUNNING}' AND lease_expires_at < ?"
         " ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED"
     )
-    # Events and their job-count deltas in one statement, each a JSON array, under the
-    # event-order lock; event ids in input order. It returns the transaction's id, to ask
-    # after should the COMMIT fail.
+    # Events and their job-count deltas in one statement, each a JSON array, every event
+    # id drawn after the transaction's mark; event ids in input order. It returns the
+    # transaction's id, to ask after should the COMMIT fail.
     INSERT_EVENTS = (
         "WITH ev_lock AS MATERIALIZED"
         f" (SELECT pg_current_xact_id()::text AS xid, {_LOCK_AND_NOTIFY}),"
-        " cnt AS (INSERT INTO job_counts (job_type, producer, status, n)"
-        " SELECT d->>0, d->>1, d->>2, (d->>3)::BIGINT"
+        " cnt AS (INSERT INTO job_counts (job_type, producer, status, shard, n)"
+        f" SELECT d->>0, d->>1, d->>2, {_SHARD}, (d->>3)::BIGINT"
         " FROM ev_lock, json_array_elements(%s::json) WITH ORDINALITY AS c(d, n)"
         f" ORDER BY n{_ADD_COUNTS})"
         f" INSERT INTO job_events ({EVENT_COLUMNS})"
@@ -119,7 +147,6 @@ class PostgresDialect(Dialect):
         " FROM ev_lock, json_array_elements(%s::json) WITH ORDINALITY AS v(e, n) ORDER BY n"
         " RETURNING (SELECT xid FROM ev_lock)"
     )
-    LOCK_EVENT_ORDER = sa.text(f"SELECT pg_advisory_xact_lock({EVENT_LOCK_KEY})")
     LOCK_MIGRATIONS = f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"
     CUSTOM_PLANS = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")
     HASH_GROUPS = sa.text("SET LOCAL enable_sort = off")
@@ -248,17 +275,16 @@ class PostgresDialect(Dialect):
         key = ("events", names)
         text = self._sql_cache.get(key)
         if text is None:
-            # The events' INSERT reads the jobs' RETURNING joined to the lock's CTE, so every
-            # event id is drawn under the lock; the outer SELECT's sort has taken every job
-            # first, so the jobs' own insert stays outside it.
+            # The events' INSERT reads the jobs' RETURNING joined to the mark's CTE, so every
+            # event id is drawn after the mark.
             text = self._sql_cache[key] = (
                 f"WITH ins AS ({self._insert_sql(names, COLUMNS)}),"
                 f" ev_lock AS MATERIALIZED (SELECT {_LOCK_AND_NOTIFY}),"
                 f" ev AS (INSERT INTO job_events ({EVENT_COLUMNS})"
                 " SELECT id, type, producer, worker_id, NULL, status, updated_at"
                 " FROM ev_lock, ins ORDER BY id),"
-                " cnt AS (INSERT INTO job_counts (job_type, producer, status, n)"
-                " SELECT type, producer, status, count(*) FROM ev_lock, ins"
+                " cnt AS (INSERT INTO job_counts (job_type, producer, status, shard, n)"
+                f" SELECT type, producer, status, {_SHARD}, count(*) FROM ev_lock, ins"
                 " GROUP BY type, producer, status ORDER BY type, producer, status"
                 f"{_ADD_COUNTS})"
                 " SELECT id, pg_current_xact_id()::text FROM ins ORDER BY id"
@@ -268,8 +294,8 @@ class PostgresDialect(Dialect):
     def insert_jobs(self, tx: Any, values: Sequence[Mapping[str, Any]]) -> list[int]:
         """The jobs and, when the transaction is `closing`, their creation events (and job
         counts) in one statement. Earlier in a transaction the events wait for the append
-        at its end (`Tx.events`): taking the event-order lock here, before work that may
-        wait for a row lock, would invert the lock order (docs/design.md, "Lock order")."""
+        at its end (`Tx.events`): locking counter rows here, before work that may wait for
+        a row lock, would invert the lock order (docs/design.md, "Lock order")."""
         names = tuple(values[0])
         times = [n for n in TIME_NAMES if n in values[0]]
         rows = _json(values, (v[n] for v in values for n in times))
@@ -297,8 +323,20 @@ class PostgresDialect(Dialect):
     def plan_for_size(self, conn: sa.Connection) -> None:
         conn.execute(self.CUSTOM_PLANS)
 
-    def lock_event_order(self, conn: sa.Connection) -> None:
-        conn.execute(self.LOCK_EVENT_ORDER)
+    def event_horizon(self, conn: sa.Connection) -> int | None:
+        # In this order, each statement with a snapshot of its own: an id drawn after the
+        # first is greater than it; a transaction marked after the second draws after
+        # the first; one unmarked by the second had committed, and the caller's next
+        # statement sees it.
+        drawn = int(conn.exec_driver_sql(_DRAWN).scalar_one())
+        lowest = conn.exec_driver_sql(_LOWEST_MARK).scalar()
+        return drawn if lowest is None else min(drawn, int(lowest) - 1)
+
+    def event_lag(self, conn: sa.Connection) -> float:
+        return float(conn.exec_driver_sql(_OLDEST_MARK).scalar_one())
+
+    def lock_counts(self, conn: sa.Connection) -> None:
+        conn.exec_driver_sql("LOCK TABLE job_counts IN EXCLUSIVE MODE")
 
     def lock_migrations(self, conn: sa.Connection) -> None:
         conn.exec_driver_sql(self.LOCK_MIGRATIONS)

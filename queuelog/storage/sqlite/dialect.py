@@ -132,7 +132,7 @@ class SQLiteDialect(Dialect):
     UPSERT_COUNTS_ROW = "(?, ?, ?, ?)"
     UPSERT_COUNTS = (
         "INSERT INTO job_counts (job_type, producer, status, n) VALUES {rows}"
-        " ON CONFLICT (job_type, producer, status) DO UPDATE SET n = n + excluded.n"
+        " ON CONFLICT (job_type, producer, status, shard) DO UPDATE SET n = n + excluded.n"
     )
     INSERT_EVENTS = f"INSERT INTO job_events ({EVENT_COLUMNS}) VALUES {{rows}}"
 
