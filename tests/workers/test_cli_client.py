@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from queuelog import cli
+from queuelog.cli import main as cli
 from tests.support import LiveServer
 
 _spawned: set[str] = set()
