@@ -38,7 +38,9 @@ _INSERT_EVENT = (
 )
 # The job counts: one less of the previous status (if any), one more of the new, in one
 # statement (on PostgreSQL in the events' statement, as queuelog sends them).
-_ADD_COUNT = " ON CONFLICT (job_type, producer, status) DO UPDATE SET n = job_counts.n + excluded.n"
+_ADD_COUNT = (
+    " ON CONFLICT (job_type, producer, status, shard) DO UPDATE SET n = job_counts.n + excluded.n"
+)
 _COUNTS = "INSERT INTO job_counts (job_type, producer, status, n) VALUES {}" + _ADD_COUNT
 # PostgreSQL: the event-order lock and the NOTIFY in the events' INSERT, as queuelog does.
 _PG_INSERT_EVENT = (

@@ -47,6 +47,8 @@ MUTATIONS = {
     "completeJob": "mutation($id: ID!) { completeJob(id: $id, result: {x: 1}) { job { id } } }",
     "failJob": """mutation($id: ID!) {
         failJob(id: $id, error: "boom", retryable: false) { job { id } } }""",
+    "reportJobs": """mutation($id: ID!) {
+        reportJobs(outcomes: [{id: $id, result: {x: 1}}]) { outcomes { job { id } } } }""",
     "cancelJob": "mutation($id: ID!) { cancelJob(id: $id) { job { id } } }",
     "retryJob": "mutation($failed: ID!) { retryJob(id: $failed) { job { id } } }",
     "cancelJobs": "mutation($type: String!) { cancelJobs(filter: {types: [$type]}) { count } }",
@@ -211,6 +213,7 @@ def test_v01_wrong_role_forbidden(server: LiveServer, job_type: str) -> None:
     before, keys_before = snapshot(server, job_type), api_keys(server)
 
     producer_may_not = ["claimJob", "claimJobs", "heartbeatJob", "completeJob", "failJob"]
+    producer_may_not += ["reportJobs"]
     worker_may_not = ["enqueueJob", "enqueueJobs", "cancelJob", "cancelJobs"]
     admin_only = ["retryJob", "retryJobs", "createApiKey", "revokeApiKey"]
     admin_only += ["upsertSchedule", "deleteSchedule", "runScheduleNow"]

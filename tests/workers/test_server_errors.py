@@ -43,7 +43,13 @@ class Flaky(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = request.content
-        kind = "claim" if b"claimJobs" in body else "report" if b"Job(id:" in body else None
+        kind = (
+            "claim"
+            if b"claimJobs" in body
+            else "report"
+            if b"Job(id:" in body or b"reportJobs" in body
+            else None
+        )
         planned = None
         if kind is not None:
             self.seen[kind] += 1
